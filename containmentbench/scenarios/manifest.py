@@ -1,0 +1,164 @@
+"""Scenario manifests: one canonical-JSON line per scenario, per stage, plus a hash manifest.
+
+Layout of ``scenarios/<suite>/``::
+
+    security.jsonl  memory_recovery.jsonl  active_tainted.jsonl  clean.jsonl
+    MANIFEST.json   # suite, seed, generator version, per-stage counts and file hashes,
+                    # and the sha256 of every scenario's canonical JSON
+
+Reading validates every record (file, line and field named in a one-line error) and, with
+``verify=True``, fails if a record or file no longer matches the committed hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from containmentbench.canonical import canonical_json, sha256_bytes, sha256_json
+from containmentbench.errors import BenchError, ValidationError
+from containmentbench.scenarios.model import STAGES, Scenario
+
+GENERATOR_VERSION = "1.0"
+MANIFEST = "MANIFEST.json"
+
+
+def stage_file(stage: str) -> str:
+    return f"{stage}.jsonl"
+
+
+def render_suite(suite: str, seed: int, records: dict[str, list[dict[str, Any]]]
+                 ) -> dict[str, bytes]:
+    """File name -> bytes for a whole suite (JSONL per stage and the manifest)."""
+    files: dict[str, bytes] = {}
+    stages: dict[str, Any] = {}
+    hashes: dict[str, str] = {}
+    for stage in STAGES:
+        if stage not in records:
+            continue
+        data = "".join(canonical_json(r) + "\n" for r in records[stage]).encode("utf-8")
+        files[stage_file(stage)] = data
+        stages[stage] = {"count": len(records[stage]), "file": stage_file(stage),
+                         "sha256": sha256_bytes(data)}
+        for r in records[stage]:
+            hashes[r["id"]] = sha256_json(r)
+    manifest = {"suite": suite, "seed": seed, "generator_version": GENERATOR_VERSION,
+                "stages": stages, "scenarios": hashes,
+                "total": sum(s["count"] for s in stages.values())}
+    files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return files
+
+
+def write_files(out: Path, files: dict[str, bytes]) -> None:
+    """Write atomically: every file goes to a temporary name first, then is renamed."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, out / name)
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    path = directory / MANIFEST
+    if not path.exists():
+        raise BenchError(f"no {MANIFEST} in {directory}", file=str(path))
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno)
+
+
+def read_stage(path: Path) -> list[Scenario]:
+    """Parse and validate one stage file; errors name file, line and field."""
+    out: list[Scenario] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
+                                      line=lineno) from None
+            try:
+                sc = Scenario.from_dict(record)
+            except ValidationError as exc:
+                raise ValidationError(exc.detail, file=str(path), line=lineno,
+                                      field=exc.field) from None
+            if sc.id in seen:
+                raise ValidationError(f"duplicate scenario id '{sc.id}'", file=str(path),
+                                      line=lineno, field="id")
+            if sc.stage != path.stem:
+                raise ValidationError(f"stage '{sc.stage}' in file for '{path.stem}'",
+                                      file=str(path), line=lineno, field="stage")
+            seen.add(sc.id)
+            out.append(sc)
+    return out
+
+
+def verify_suite(directory: Path) -> list[str]:
+    """Drift check: every stage file and scenario must match the committed hashes.
+    Returns the list of problems (empty when the manifest holds)."""
+    manifest = read_manifest(directory)
+    problems: list[str] = []
+    seen: set[str] = set()
+    for stage, info in manifest["stages"].items():
+        path = directory / info["file"]
+        if not path.exists():
+            problems.append(f"{path}: missing")
+            continue
+        if sha256_bytes(path.read_bytes()) != info["sha256"]:
+            problems.append(f"{path}: file hash differs from {MANIFEST}")
+        scenarios = read_stage(path)
+        if len(scenarios) != info["count"]:
+            problems.append(f"{path}: {len(scenarios)} scenarios, manifest says {info['count']}")
+        for sc in scenarios:
+            seen.add(sc.id)
+            want = manifest["scenarios"].get(sc.id)
+            if want is None:
+                problems.append(f"{path}: scenario {sc.id} not in {MANIFEST}")
+            elif want != sc.hash:
+                problems.append(f"{path}: scenario {sc.id} hash differs from {MANIFEST}")
+    for sid in sorted(set(manifest["scenarios"]) - seen):
+        problems.append(f"{directory}: scenario {sid} in {MANIFEST} but in no stage file")
+    return problems
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def suite_dir(suite: str | Path) -> Path:
+    """Resolve a suite name or folder: an existing folder, ``./scenarios/<suite>``, or the
+    committed suite beside the package (``$CONTAINMENTBENCH_SCENARIOS`` overrides)."""
+    p = Path(suite)
+    if p.is_dir() and (p / MANIFEST).exists():
+        return p
+    roots = [Path(os.environ["CONTAINMENTBENCH_SCENARIOS"])] \
+        if os.environ.get("CONTAINMENTBENCH_SCENARIOS") else []
+    roots += [Path.cwd() / "scenarios", repo_root() / "scenarios"]
+    for root in roots:
+        cand = root / str(suite)
+        if (cand / MANIFEST).exists():
+            return cand
+    raise BenchError(f"scenario suite '{suite}' not found (looked in "
+                     f"{', '.join(str(r) for r in roots)})", field="suite")
+
+
+def load_suite(suite: str | Path, stage: str | None = None) -> list[Scenario]:
+    """All validated scenarios of a suite (optionally one stage), in manifest order."""
+    directory = suite_dir(suite)
+    manifest = read_manifest(directory)
+    out: list[Scenario] = []
+    for st in STAGES:
+        if st not in manifest["stages"] or (stage is not None and st != stage):
+            continue
+        out.extend(read_stage(directory / manifest["stages"][st]["file"]))
+    if stage is not None and stage not in manifest["stages"]:
+        raise BenchError(f"suite '{suite}' has no stage '{stage}'", field="stage")
+    return out
