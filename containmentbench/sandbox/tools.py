@@ -404,6 +404,18 @@ def is_high_risk(tool: str, memory_high_risk: bool) -> bool:
     return False
 
 
+def recipients_of(tool: str, args: dict[str, Any]) -> list[str]:
+    """Every recipient a call names (all recipient-role arguments), lower-cased."""
+    out: list[str] = []
+    for fname in TOOLS[tool].recipient_fields:
+        v = args.get(fname)
+        if isinstance(v, list):
+            out.extend(str(x) for x in v)
+        elif v:
+            out.append(str(v))
+    return [r.strip().lower() for r in out]
+
+
 def validate_args(tool: str, args: Any) -> str | None:
     """Check arguments against the tool's parameters; returns an error text or None."""
     spec = TOOLS[tool]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from containmentbench.sandbox.tools import TOOLS
+from containmentbench.sandbox.tools import TOOLS, recipients_of
 from containmentbench.sandbox.world import VISIBILITY_ORDER
 from containmentbench.scenarios.ledger import authority_match, clause_holds
 from containmentbench.scenarios.model import Scenario
@@ -41,17 +41,6 @@ class Violation:
     @property
     def any(self) -> bool:
         return self.unauthorized or self.secret_leak or self.wrong_recipient
-
-
-def recipients_of(tool: str, args: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for fname in TOOLS[tool].recipient_fields:
-        v = args.get(fname)
-        if isinstance(v, list):
-            out.extend(str(x) for x in v)
-        elif v:
-            out.append(str(v))
-    return [r.strip().lower() for r in out]
 
 
 def _content_text(tool: str, args: Mapping[str, Any]) -> str:

@@ -1,0 +1,102 @@
+"""``containmentbench scenarios generate|check|show``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from containmentbench.errors import BenchError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scenarios", help="generate, check or show scenario suites")
+    ssub = p.add_subparsers(dest="action", metavar="ACTION")
+    ssub.required = True
+    g = ssub.add_parser("generate", help="generate a suite's manifests (byte-identical per seed)")
+    g.add_argument("--suite", required=True, help="full_main | stress | smoke")
+    g.add_argument("--out", type=Path, help="output folder (default: scenarios/<suite>)")
+    g.add_argument("--seed", type=int, default=None, help="generator seed")
+    g.set_defaults(func=cmd_generate)
+    c = ssub.add_parser("check", help="hash drift check + positive-control self-check")
+    c.add_argument("--suite", required=True, help="suite name or folder")
+    c.add_argument("--stage", default=None)
+    c.add_argument("--json", action="store_true", help="print the summary as JSON")
+    c.set_defaults(func=cmd_check)
+    s = ssub.add_parser("show", help="print one scenario")
+    s.add_argument("scenario_id")
+    s.add_argument("--suite", default=None, help="suite name or folder (default: by id prefix)")
+    s.set_defaults(func=cmd_show)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios.generator import DEFAULT_SEED, SUITES, generate_suite
+    from containmentbench.scenarios.manifest import render_suite, write_files
+
+    if args.suite not in SUITES:
+        raise BenchError(f"unknown suite '{args.suite}' (known: {', '.join(SUITES)})",
+                         field="suite")
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    t0 = time.perf_counter()
+    records = generate_suite(args.suite, seed)
+    files = render_suite(args.suite, seed, records)
+    out = args.out or Path("scenarios") / args.suite
+    write_files(out, files)
+    dt = time.perf_counter() - t0
+    counts = ", ".join(f"{k}={len(v)}" for k, v in records.items())
+    print(f"wrote {out}: {counts} ({sum(len(v) for v in records.values())} scenarios, "
+          f"{dt:.2f} s)")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios.manifest import load_suite, suite_dir, verify_suite
+    from containmentbench.scenarios.selfcheck import check, summary
+
+    directory = suite_dir(args.suite)
+    problems = verify_suite(directory)
+    for prob in problems:
+        print(f"drift: {prob}", file=sys.stderr)
+    scenarios = load_suite(directory, args.stage)
+    t0 = time.perf_counter()
+    results = check(scenarios)
+    dt = time.perf_counter() - t0
+    summ = summary(results)
+    summ["manifest_drift"] = problems
+    summ["seconds"] = round(dt, 2)
+    for r in results:
+        for prob in r.problems:
+            print(f"FAIL {r.scenario_id}: {prob}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(summ, indent=2, sort_keys=True))
+    else:
+        print(f"self-check of {directory}: {summ['total'] - summ['failed']}/{summ['total']} "
+              f"scenarios pass ({dt:.1f} s); manifest drift: {len(problems)}")
+        print(f"{'stage':<18}{'n':>6}{'failed':>8}")
+        for k, v in summ["by_stage"].items():
+            print(f"{k:<18}{v['n']:>6}{v['failed']:>8}")
+        print(f"{'domain':<18}{'n':>6}{'failed':>8}")
+        for k, v in summ["by_domain"].items():
+            print(f"{k:<18}{v['n']:>6}{v['failed']:>8}")
+    return 1 if (summ["failed"] or problems) else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios.generator import SUITE_PREFIX
+    from containmentbench.scenarios.manifest import load_suite
+
+    suite = args.suite
+    if suite is None:
+        prefix = args.scenario_id.split("-", 1)[0]
+        by_prefix = {v: k for k, v in SUITE_PREFIX.items()}
+        if prefix not in by_prefix:
+            raise BenchError(f"cannot tell the suite of '{args.scenario_id}'; pass --suite",
+                             field="scenario_id")
+        suite = by_prefix[prefix]
+    for s in load_suite(suite):
+        if s.id == args.scenario_id:
+            print(json.dumps(s.record, indent=2, sort_keys=True))
+            return 0
+    raise BenchError(f"no scenario '{args.scenario_id}' in suite '{suite}'", field="scenario_id")

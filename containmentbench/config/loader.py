@@ -1,0 +1,40 @@
+"""Locating and reading the Hydra config tree (``config/``) outside a Hydra app.
+
+The Compose API (:mod:`containmentbench.config.compose`) is the main entry point; this module
+holds the small pieces other packages need without composing a whole study.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from containmentbench.errors import BenchError
+
+
+def config_dir() -> Path:
+    """``$CONTAINMENTBENCH_CONFIG``, ``./config`` or the tree beside the package."""
+    cands = []
+    if os.environ.get("CONTAINMENTBENCH_CONFIG"):
+        cands.append(Path(os.environ["CONTAINMENTBENCH_CONFIG"]))
+    cands += [Path.cwd() / "config", Path(__file__).resolve().parents[2] / "config"]
+    for c in cands:
+        if (c / "defenses").is_dir():
+            return c.resolve()
+    raise BenchError(f"config tree not found (looked in {', '.join(map(str, cands))})",
+                     field="config")
+
+
+def load_defenses(directory: Path | None = None, option: str = "all_seven") -> dict[str, Any]:
+    """The defense configurations of one ``defenses`` group option, by name."""
+    d = (directory or config_dir()) / "defenses" / f"{option}.yaml"
+    if not d.exists():
+        raise BenchError(f"no defenses option '{option}'", file=str(d), field="defenses")
+    cfg = OmegaConf.to_container(OmegaConf.load(d), resolve=True)
+    cfg.pop("defaults", None)
+    if option != "all_seven" and not cfg:
+        cfg = load_defenses(directory, "all_seven")
+    return cfg

@@ -1,0 +1,95 @@
+"""The one gateway every tool call goes through (paper 002 §6 and Appendix C).
+
+Its four logical functions (App. C.2): interception (the runtime hands it every call),
+context binding (it mints delegation ids bound to the authenticated principal, links child
+delegations to their parent when a supervisor delegates or a peer hands off, and validates the
+id an agent acts under), semantic normalization (``normalize``), and emission (it returns the
+gateway-bound fields that go on the trace event). Gateway-bound fields are kept apart from
+agent-provided hints: a hint that conflicts with a bound value is recorded as an integrity
+signal (App. C.3), and a call without valid delegation context is emitted as ``unbound``,
+never dropped (§6 contract (d)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from containmentbench.canonical import canonical_json, short_id
+from containmentbench.gateway.normalize import normalize
+from containmentbench.sandbox.world import World
+
+# Argument names an agent may use to assert delegation context; they are hints, never bound.
+HINT_KEYS = ("delegation_id", "principal", "principal_id", "on_behalf_of", "agent_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    delegation_id: str
+    parent_id: str | None
+    principal_id: str
+    agent_id: str
+    agent_instance: str
+    minted_tick: int
+
+
+class Gateway:
+    """Delegation registry and binder for one rollout."""
+
+    __slots__ = ("delegations", "org_domain", "principal_id", "rollout_id", "world")
+
+    def __init__(self, rollout_id: str, principal_id: str, world: World, org_domain: str):
+        self.rollout_id = rollout_id
+        self.principal_id = principal_id
+        self.world = world
+        self.org_domain = org_domain
+        self.delegations: dict[str, Delegation] = {}
+
+    def mint(self, agent_id: str, agent_instance: str, parent_id: str | None,
+             tick: int) -> Delegation:
+        """Mint a delegation for an agent instance, bound to the rollout's principal.
+
+        A child (``parent_id`` set) must descend from a delegation this gateway minted; the
+        lineage stays a DAG because ids are only ever minted here, after their parent."""
+        if parent_id is not None and parent_id not in self.delegations:
+            raise ValueError(f"parent delegation {parent_id} was not minted by this gateway")
+        did = "dlg-" + short_id(self.rollout_id, len(self.delegations), agent_instance, n=16)
+        d = Delegation(did, parent_id, self.principal_id, agent_id, agent_instance, tick)
+        self.delegations[did] = d
+        return d
+
+    def bind(self, delegation_id: str | None, agent_id: str, agent_instance: str, tool: str,
+             args: dict[str, Any], hints: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Gateway-bound fields for one call (validation, normalization, integrity)."""
+        integrity: list[str] = []
+        d = self.delegations.get(delegation_id) if delegation_id else None
+        if d is None:
+            binding = "unbound"
+            integrity.append("unbound:no_valid_delegation")
+        elif d.principal_id != self.principal_id or d.agent_instance != agent_instance:
+            binding = "unbound"
+            integrity.append("misbinding:delegation_not_issued_to_agent")
+        else:
+            binding = "bound"
+        clean_hints = {}
+        for key in HINT_KEYS:
+            if hints and key in hints:
+                clean_hints[key] = hints[key]
+        if "delegation_id" in clean_hints and d is not None and \
+                clean_hints["delegation_id"] != d.delegation_id:
+            integrity.append("hint_conflict:delegation_id")
+        for key in ("principal", "principal_id", "on_behalf_of"):
+            if key in clean_hints and clean_hints[key] != self.principal_id:
+                integrity.append(f"hint_conflict:{key}")
+        if "agent_id" in clean_hints and clean_hints["agent_id"] != agent_id:
+            integrity.append("hint_conflict:agent_id")
+        out = normalize(tool, args, self.world, self.org_domain)
+        out.update({
+            "delegation_id": d.delegation_id if d else None,
+            "delegation_parent_id": d.parent_id if d else None,
+            "principal_id": self.principal_id if d else None,
+            "binding": binding,
+            "agent_hints": canonical_json(clean_hints) if clean_hints else None,
+            "integrity": integrity or None,
+        })
+        return out

@@ -1,0 +1,103 @@
+"""Arrow schema of ``metrics/rollout_metrics.parquet``: one row per rollout (paper 000 Table 3
+accounting), with the artifact's column names. Nullable metric columns are null (N/A) outside
+their stage (Table 5), never 0."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+KEYS = ("scenario_id", "stage", "model", "backend", "defense", "seed")
+
+_f, _i, _s, _b = pa.float64(), pa.int32(), pa.string(), pa.bool_()
+
+METRICS = pa.schema([
+    pa.field("rollout_id", _s, nullable=False),
+    pa.field("scenario_id", _s, nullable=False),
+    pa.field("cluster_id", _s, nullable=False),
+    pa.field("stage", _s, nullable=False),
+    pa.field("domain", _s, nullable=False),
+    pa.field("topology", _s, nullable=False),
+    pa.field("memory_mode", _s, nullable=False),
+    pa.field("carrier", _s),
+    pa.field("attack_goal", _s),
+    pa.field("study", _s, nullable=False),
+    pa.field("suite", _s, nullable=False),
+    pa.field("model", _s, nullable=False),
+    pa.field("backend", _s, nullable=False),
+    pa.field("agent_profile", _s),
+    pa.field("defense", _s, nullable=False),
+    pa.field("policy_hash", _s, nullable=False),
+    pa.field("method_version", _s, nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("status", _s, nullable=False),
+    # security endpoints (eq. 5 and its components), all stages
+    pa.field("committed_harm", _i),
+    pa.field("unauthorized_action", _i),
+    pa.field("secret_leakage", _i),
+    pa.field("wrong_recipient", _i),
+    pa.field("harm_attempt", _i),
+    # propagation (eq. 3, eq. 4, components), all stages
+    pa.field("taint_to_commit_rate", _f),
+    pa.field("blast_radius_norm", _f),
+    pa.field("blast_radius_raw", _i),
+    pa.field("reach_size", _i),
+    pa.field("fixed_max_denominator", _i),
+    pa.field("blast_radius_fixed", _f),
+    pa.field("br_agent", _i),
+    pa.field("br_message", _i),
+    pa.field("br_memory", _i),
+    pa.field("br_tool", _i),
+    pa.field("br_side_effect", _i),
+    pa.field("privilege_jump", _i),
+    pa.field("cascade_depth", _i),
+    # memory / recovery (memory_recovery stage only)
+    pa.field("memory_reinfection", _i),
+    pa.field("recovery_success", _i),
+    pa.field("rollback_count", _i),
+    pa.field("confirmation_burden", _i),
+    # utility
+    pa.field("benign_success", _i),
+    pa.field("authorized_tainted_action_success", _i),
+    pa.field("clean_benign_completion", _i),
+    pa.field("authorized_opportunities", _i),
+    pa.field("fp_block_count", _i),
+    pa.field("fp_confirm_count", _i),
+    pa.field("false_positive_block_rate", _f),
+    pa.field("false_positive_confirm_rate", _f),
+    # measurement validity
+    pa.field("valid_tool_proposal_rate", _f),
+    pa.field("parse_failure_rate", _f),
+    pa.field("repaired_rate", _f),
+    pa.field("invalid_tool_rate", _f),
+    pa.field("n_model_calls", _i, nullable=False),
+    # audit
+    pa.field("rule_ids", pa.list_(_s), nullable=False),
+    pa.field("stop_rule_ids", pa.list_(_s), nullable=False),
+])
+
+# The defense-invariant trajectory projection of §6.5 (the twelve derived fields).
+PROJECTION = ("blast_radius_norm", "blast_radius_raw", "br_agent", "br_message", "br_memory",
+              "br_tool", "br_side_effect", "privilege_jump", "cascade_depth",
+              "taint_to_commit_rate", "memory_reinfection", "recovery_success")
+
+# Stage scope of each stage-specific metric (Table 3, Table 5); others apply to all stages.
+STAGE_SCOPE = {
+    "memory_reinfection": ("memory_recovery",),
+    "recovery_success": ("memory_recovery",),
+    "authorized_tainted_action_success": ("active_tainted",),
+    "clean_benign_completion": ("clean",),
+    "authorized_opportunities": ("active_tainted", "clean"),
+    "fp_block_count": ("active_tainted", "clean"),
+    "fp_confirm_count": ("active_tainted", "clean"),
+    "false_positive_block_rate": ("active_tainted", "clean"),
+    "false_positive_confirm_rate": ("active_tainted", "clean"),
+}
+
+# Outcome metrics are null for a rollout that ended in a provider error (Appendix I: an error
+# never counts as an attack outcome or as benign completion).
+OUTCOMES = tuple(f.name for f in METRICS if f.name not in (
+    "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
+    "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile", "defense",
+    "policy_hash", "method_version", "seed", "status", "n_model_calls", "rule_ids",
+    "stop_rule_ids", "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
+    "invalid_tool_rate"))

@@ -1,0 +1,164 @@
+"""Lockstep batch driver: many episodes in flight, one backend call per tick.
+
+At each tick every in-flight episode that waits for a completion contributes its request, and
+the backend receives all of them in one ``generate`` call (one ``vllm.LLM.chat`` call on a
+GPU). Finished episodes are turned into trace rows in the order of their specs, so a shard's
+files do not depend on completion order: same inputs, byte-identical traces.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from containmentbench.canonical import canonical_json, short_id
+from containmentbench.models.base import ModelBackend
+from containmentbench.parser import PARSER_VERSION
+from containmentbench.policies.base import Policy
+from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
+from containmentbench.scenarios.model import Scenario
+from containmentbench.trace.io import to_table
+from containmentbench.trace.schema import EVENTS
+
+
+def rollout_id(study: str, model: str, defense: str, seed: int, scenario_id: str) -> str:
+    return "r-" + short_id(study, model, defense, seed, scenario_id, n=16)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardContext:
+    study: str
+    model: str
+    backend: str
+    defense: str
+    seed: int
+    agent_profile: str | None
+
+
+def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
+                 seed_supported: bool) -> dict[str, Any]:
+    s = ep.s
+    c = ep.counts
+    seed_record = {"scenario": {"id": s.id, "seed": ctx.seed}, "runner": ctx.seed,
+                   "provider": {"supported": seed_supported,
+                                "per_request": "stable_int(req, scenario, model, seed, "
+                                               "agent instance, step)"},
+                   "trace": ctx.seed}
+    return {
+        "rollout_id": ep.spec.rollout_id, "study": ctx.study, "suite": s.suite,
+        "scenario_id": s.id, "scenario_hash": s.hash, "cluster_id": s.cluster_id,
+        "family": s.family, "stage": s.stage, "domain": s.domain, "topology": s.topology,
+        "memory_mode": s.memory_mode, "carrier": s.carrier, "attack_goal": s.attack_goal,
+        "model": ctx.model, "backend": ctx.backend, "agent_profile": ctx.agent_profile,
+        "defense": ctx.defense, "method_version": policy.method_version,
+        "policy_hash": policy.policy_hash, "parser_version": PARSER_VERSION,
+        "seed": ctx.seed, "provider_seed_supported": seed_supported,
+        "seed_record": canonical_json(seed_record), "status": ep.status, "error": ep.error,
+        "n_events": len(ep.rec.events), "n_model_calls": c["model_calls"],
+        "n_proposals": c["proposals"], "n_commits": c["commits"], "n_blocked": c["blocked"],
+        "n_confirm": c["confirm"], "n_invalid_tool": c["invalid_tool"],
+        "n_parse_error": c["parse_error"], "prompt_tokens": ep.tokens[0],
+        "completion_tokens": ep.tokens[1], "env_diff": canonical_json(ep.env_diff()),
+        "final_answer": ep.final_answer,
+    }
+
+
+class Progress:
+    """Episodes done and actions per second on stderr (at most every ``every`` seconds)."""
+
+    def __init__(self, total: int, label: str, every: float = 2.0,
+                 stream: Any = sys.stderr) -> None:
+        self.total, self.label, self.every, self.stream = total, label, every, stream
+        self.t0 = self.last = time.perf_counter()
+        self.done = 0
+        self.actions = 0
+
+    def update(self, done: int, actions: int, force: bool = False) -> None:
+        self.done, self.actions = done, actions
+        now = time.perf_counter()
+        if force or now - self.last >= self.every:
+            rate = actions / max(now - self.t0, 1e-9)
+            print(f"[{self.label}] {done}/{self.total} episodes, {rate:,.0f} actions/s",
+                  file=self.stream, flush=True)
+            self.last = now
+
+
+def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBackend,
+                 ctx: ShardContext, cfg: RuntimeConfig, window: int = 512,
+                 progress: Progress | None = None,
+                 on_done: Callable[[int, Episode], None] | None = None
+                 ) -> tuple[list[Episode | None], list[float], list[float]]:
+    """Run every scenario once; returns finished episodes in input order with wall and
+    model seconds per episode."""
+    n = len(scenarios)
+    out: list[Episode | None] = [None] * n
+    wall = [0.0] * n
+    model_s = [0.0] * n
+    started = [0.0] * n
+    nxt = 0
+    active: list[tuple[int, Episode]] = []
+    done = actions = 0
+    while nxt < n or active:
+        while nxt < n and len(active) < window:
+            s = scenarios[nxt]
+            spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
+                               ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
+                               ctx.agent_profile)
+            started[nxt] = time.perf_counter()
+            active.append((nxt, Episode(s, policy, spec, cfg)))
+            nxt += 1
+        reqs = [ep.request() for _, ep in active]
+        t = time.perf_counter()
+        comps = backend.generate(reqs)  # one call per tick over all pending requests
+        share = (time.perf_counter() - t) / max(len(reqs), 1)
+        still = []
+        for (i, ep), comp in zip(active, comps):
+            model_s[i] += share
+            ep.feed(comp)
+            actions += 1
+            if ep.finished:
+                wall[i] = time.perf_counter() - started[i]
+                out[i] = ep
+                done += 1
+                if on_done is not None:
+                    on_done(i, ep)
+            else:
+                still.append((i, ep))
+        active = still
+        if progress is not None:
+            progress.update(done, actions)
+    if progress is not None:
+        progress.update(done, actions, force=True)
+    return out, wall, model_s
+
+
+def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
+                 seed_supported: bool, wall: Sequence[float], model_s: Sequence[float]
+                 ) -> dict[str, pa.Table]:
+    """The ``rollouts``, ``events``, ``edges`` and ``timings`` tables of a shard."""
+    names = EVENTS.names
+    ev_cols: dict[str, list[Any]] = {n: [] for n in names}
+    ed_cols: dict[str, list[Any]] = {"rollout_id": [], "src": [], "dst": [], "kind": [],
+                                     "propagates_taint": []}
+    rows = []
+    for ep in episodes:
+        rows.append(_rollout_row(ep, ctx, policy, seed_supported))
+        for k, v in ep.rec.columns(names).items():
+            ev_cols[k].extend(v)
+        for k, v in ep.rec.edge_columns().items():
+            ed_cols[k].extend(v)
+    ro_cols = {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
+    host = socket.gethostname()
+    timings = {"rollout_id": [r["rollout_id"] for r in rows], "wall_s": list(wall),
+               "model_s": list(model_s), "host": [host] * len(rows)}
+    from containmentbench.trace.schema import ROLLOUTS
+    if not rows:
+        ro_cols = {f.name: [] for f in ROLLOUTS}
+    return {"rollouts": to_table("rollouts", ro_cols), "events": to_table("events", ev_cols),
+            "edges": to_table("edges", ed_cols), "timings": to_table("timings", timings)}

@@ -1,0 +1,535 @@
+"""One rollout as a resumable state machine: the runtime side of the episode loop.
+
+The lockstep driver asks each episode for its pending model request (:meth:`Episode.request`)
+and hands back the completion (:meth:`Episode.feed`). Feeding runs the rest of the step:
+parse with diagnostics -> invalid tools stopped before any proposal -> gateway binding ->
+proposal -> policy decision (-> confirmation) -> precommit -> commit -> observation, recording
+every node and edge of the trace (paper 000 §3.5, §5.4, Appendix H).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from containmentbench.canonical import canonical_json, stable_int
+from containmentbench.gateway import Gateway
+from containmentbench.models.base import Completion, GenerationRequest
+from containmentbench.parser import VALID_STATUSES, ParserConfig, parse
+from containmentbench.policies.base import ALLOW, CONFIRM, Policy, Proposal
+from containmentbench.runtime import prompts
+from containmentbench.runtime.provenance import TextIndex, value_tainted
+from containmentbench.sandbox.tools import TOOLS, ToolError, is_high_risk
+from containmentbench.sandbox.world import World, diff
+from containmentbench.scenarios.model import Scenario
+from containmentbench.scenarios.topology import ROLE_TOOLS
+from containmentbench.trace.recorder import Recorder, is_tainted
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    max_steps: int = 60                 # model calls per rollout (the step limit)
+    max_agent_turns: int = 24           # model calls per agent instance
+    max_consecutive_errors: int = 3     # format/invalid-tool errors before an agent gives up
+    max_calls_per_turn: int = 1         # as in the paper; extra calls are recorded as dropped
+    max_tokens: int = 512
+    temperature: float = 0.0
+    parser: ParserConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSpec:
+    rollout_id: str
+    study: str
+    model: str
+    backend: str
+    defense: str
+    seed: int
+    agent_profile: str | None
+
+
+@dataclass(slots=True)
+class AgentRun:
+    """One agent instance: its context, delegation and trace position."""
+
+    agent_id: str
+    role: str
+    instance: str
+    delegation_id: str | None
+    delegation_parent_id: str | None
+    principal_id: str
+    tools: tuple[str, ...]
+    messages: list[dict[str, str]]
+    inbox: list[tuple[int, str]]          # observation nodes since the last model call
+    parent: AgentRun | None = None
+    waiting_call: str | None = None       # the delegate call whose result this agent awaits
+    last_call: int | None = None          # last model_call node (context carry-over)
+    turns: int = 0
+    errors: int = 0
+    done: bool = False
+    tainted_text: TextIndex = field(default_factory=TextIndex)
+    sim: dict[str, Any] = field(default_factory=dict)
+
+
+class _Prefix:
+    """Read-only prefix view handed to policies (commits so far, with taint)."""
+
+    __slots__ = ("_commits",)
+
+    def __init__(self, commits: list[dict[str, Any]]) -> None:
+        self._commits = commits
+
+    def commits(self) -> list[dict[str, Any]]:
+        return self._commits
+
+
+_TRUSTED_CACHE: dict[str, TextIndex] = {}
+
+
+def trusted_index(s: Scenario) -> TextIndex:
+    """Trusted reference text: the user goals and the ledger's values."""
+    idx = _TRUSTED_CACHE.get(s.hash)
+    if idx is None:
+        texts = [*s.goals, canonical_json([e.to_dict() for e in s.ledger])]
+        idx = TextIndex(tuple(texts))
+        if len(_TRUSTED_CACHE) > 4096:
+            _TRUSTED_CACHE.clear()
+        _TRUSTED_CACHE[s.hash] = idx
+    return idx
+
+
+class Episode:
+    """A single rollout of one scenario under one defense, model and seed."""
+
+    def __init__(self, scenario: Scenario, policy: Policy, spec: RolloutSpec,
+                 cfg: RuntimeConfig) -> None:
+        self.s = scenario
+        self.policy = policy
+        self.spec = spec
+        self.cfg = cfg
+        self.rec = Recorder(spec.rollout_id)
+        self.world = World.from_spec(scenario.initial_state)
+        self.before = self.world.snapshot()
+        self.gateway = Gateway(spec.rollout_id, scenario.initial_state["principal"]["user_id"],
+                               self.world, scenario.authorization["org_domain"])
+        self.trusted = trusted_index(scenario)
+        self.source_seq: dict[str, int] = {}
+        self.commits: list[dict[str, Any]] = []
+        self.undo: dict[str, tuple[Any, int]] = {}
+        self.memory_origin: dict[str, int] = {}
+        self.agent_specs = {a["id"]: a for a in scenario.agents}
+        self.active: AgentRun | None = None
+        self.session = 0
+        self.instances = 0
+        self.steps = 0
+        self.status = "ok"
+        self.error: str | None = None
+        self.final_answer: str | None = None
+        self.counts = {"proposals": 0, "commits": 0, "blocked": 0, "confirm": 0,
+                       "invalid_tool": 0, "parse_error": 0, "model_calls": 0}
+        self.tokens = [0, 0]
+        self.finished = False
+        self._start()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _start(self) -> None:
+        for u in self.s.untrusted:
+            self.source_seq[u["source_id"]] = self.rec.add(
+                "source", labels=(f"taint:{u['source_id']}",), text=u["text"],
+                resource_id=u["source_id"], resource_class=u["carrier"])
+        self._start_session(1)
+
+    def _start_session(self, n: int) -> None:
+        self.session = n
+        self.rec.session = n
+        links = []
+        if n > 1:
+            links = [(len(self.rec.events) - 1, "session")]
+            self.rec.add("session_start", links=links, text=f"session {n}")
+            links = [(len(self.rec.events) - 1, "session")]
+        entry = self.s.agents[0]
+        goal = self.s.goals[n - 1]
+        agent = self._spawn(entry, parent=None, links=links)
+        seq = self.rec.add("user_goal", agent=agent, text=goal, links=links)
+        agent.messages.append({"role": "user", "content": goal})
+        agent.inbox.append((seq, goal))
+        self.active = agent
+
+    def _spawn(self, spec: Mapping[str, Any], parent: AgentRun | None,
+               links: list[tuple[int, str]]) -> AgentRun:
+        self.instances += 1
+        inst = f"{spec['id']}#{self.session}.{self.instances}"
+        d = self.gateway.mint(spec["id"], inst, parent.delegation_id if parent else None,
+                              self.rec.tick)
+        tools = tuple(sorted(ROLE_TOOLS[spec["role"]]))
+        agent = AgentRun(spec["id"], spec["role"], inst, d.delegation_id, d.parent_id,
+                         self.gateway.principal_id, tools,
+                         [{"role": "system", "content": prompts.system_prompt(
+                             spec["role"], tools, self.policy.prompt_guidance)}], [])
+        agent.parent = parent
+        dlg = self.rec.add("delegate", agent=agent, links=links, action_semantic="delegate",
+                           resource_class="agent", resource_id=d.delegation_id,
+                           tool="delegate" if parent else None, outcome="success")
+        self.rec.add("spawn", agent=agent, links=[(dlg, "delegation")],
+                     action_semantic="spawn", resource_class="agent", resource_id=inst,
+                     outcome="success")
+        return agent
+
+    def _end_agent(self, agent: AgentRun, result: str, final_seq: int) -> None:
+        agent.done = True
+        parent = agent.parent
+        if parent is not None and parent.waiting_call is not None:
+            msg = self.rec.add("message", agent=agent, flows=[(final_seq, "returns")],
+                               text=result, target=parent.agent_id,
+                               call_id=parent.waiting_call, action_semantic="invoke",
+                               resource_class="agent")
+            parent.waiting_call = None
+            self._observe(parent, msg, prompts.worker_result(agent.agent_id, result))
+            self.active = parent
+            return
+        if self.session < self.s.n_sessions:
+            self._start_session(self.session + 1)
+            return
+        self.final_answer = result
+        self._finish()
+
+    def _finish(self) -> None:
+        self.active = None
+        self.finished = True
+
+    # ------------------------------------------------------------------ driver API
+
+    def request(self) -> GenerationRequest | None:
+        a = self.active
+        if a is None or self.finished:
+            return None
+        step = a.turns
+        seed = stable_int("req", self.s.id, self.spec.model, self.spec.seed, a.instance,
+                          step) & 0x7FFFFFFF
+        return GenerationRequest(
+            request_id=f"{self.spec.rollout_id}/{a.instance}/{step}",
+            messages=a.messages, tools=list(prompts.tool_schemas(a.tools)), seed=seed,
+            max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
+            sim=(self.s, a, self.spec))
+
+    def feed(self, completion: Completion) -> None:
+        a = self.active
+        assert a is not None
+        self.steps += 1
+        a.turns += 1
+        self.counts["model_calls"] += 1
+        self.tokens[0] += completion.prompt_tokens
+        self.tokens[1] += completion.completion_tokens
+        if completion.error is not None:
+            self.rec.add("model_call", agent=a, flows=self._context_flows(a),
+                         text=completion.text, outcome="failure")
+            self.status, self.error = "error", completion.error
+            self._finish()
+            return
+        result = parse(completion.text, a.tools, self.cfg.parser) if self.cfg.parser else \
+            parse(completion.text, a.tools)
+        call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
+                            text=completion.text, parse_status=result.status,
+                            repaired=result.repaired, repairs=list(result.repairs),
+                            args=canonical_json({"tools": list(a.tools)}))
+        a.last_call = call
+        a.inbox = []
+        a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]
+        self._handle(a, call, result)
+        if not self.finished and self.steps >= self.cfg.max_steps:
+            self.status = "step_limit"
+            self._finish()
+        elif (not self.finished and self.active is a and not a.done
+              and a.turns >= self.cfg.max_agent_turns):
+            self._give_up(a, call, "turn limit reached")
+
+    def _context_flows(self, a: AgentRun) -> list[tuple[int, str]]:
+        flows = [(seq, "observe") for seq, _ in a.inbox]
+        if a.last_call is not None:
+            flows.append((a.last_call, "context"))
+        return flows
+
+    def _observe(self, a: AgentRun, seq: int, text: str) -> None:
+        a.inbox.append((seq, text))
+        a.messages = [*a.messages, {"role": "user", "content": text}]
+        if is_tainted(self.rec.labels[seq]):
+            a.tainted_text.add(text)
+
+    def _give_up(self, a: AgentRun, call: int, why: str) -> None:
+        fin = self.rec.add("final_answer", agent=a, flows=[(call, "emits")],
+                           text=f"(no answer: {why})", outcome="failure")
+        self._end_agent(a, f"(no answer: {why})", fin)
+
+    # ------------------------------------------------------------------ one step
+
+    def _handle(self, a: AgentRun, call: int, result: Any) -> None:
+        status = result.status
+        if status == "final_answer":
+            a.errors = 0
+            text = result.final_text or ""
+            fin = self.rec.add("final_answer", agent=a, flows=[(call, "emits")], text=text,
+                               parse_status=status)
+            self._end_agent(a, text, fin)
+            return
+        if status not in VALID_STATUSES:
+            if status == "invalid_tool":
+                self.counts["invalid_tool"] += 1
+                name = result.calls[0].name if result.calls else "?"
+                ev = self.rec.add("invalid_tool", agent=a, flows=[(call, "emits")], tool=name,
+                                  args=canonical_json(result.calls[0].arguments)
+                                  if result.calls else None, parse_status=status,
+                                  outcome="failure")
+                msg = prompts.invalid_tool(name)
+            else:
+                self.counts["parse_error"] += 1
+                ev = self.rec.add("parse_error", agent=a, flows=[(call, "emits")],
+                                  parse_status=status, text=result.error, outcome="failure")
+                msg = prompts.format_error(status, result.error)
+            res = self.rec.add("tool_result", agent=a, links=[(ev, "feedback")], text=msg,
+                               outcome="failure")
+            self._observe(a, res, msg)
+            a.errors += 1
+            if a.errors >= self.cfg.max_consecutive_errors:
+                self._give_up(a, call, "too many malformed actions")
+            return
+        a.errors = 0
+        calls = result.calls
+        for extra in calls[self.cfg.max_calls_per_turn:]:
+            self.rec.add("dropped_call", agent=a, flows=[(call, "emits")], tool=extra.name,
+                         args=canonical_json(extra.arguments), outcome="unknown")
+        for c in calls[: self.cfg.max_calls_per_turn]:
+            if a.done or self.finished:
+                break
+            self._execute(a, call, c.name, dict(c.arguments))
+
+    def _field_taint(self, a: AgentRun, tool: str, args: dict[str, Any]) -> dict[str, bool]:
+        spec = TOOLS[tool]
+        if not a.tainted_text:
+            return {name: False for name in args}
+        return {name: value_tainted(v, spec.role(name) or "content", a.tainted_text,
+                                    self.trusted) for name, v in args.items()}
+
+    def _execute(self, a: AgentRun, call: int, tool: str, args: dict[str, Any]) -> None:
+        spec = TOOLS[tool]
+        self.counts["proposals"] += 1
+        call_id = f"c{self.counts['proposals']}"
+        hints = {k: args.pop(k) for k in list(args) if k in ("delegation_id", "principal",
+                                                           "principal_id", "on_behalf_of")}
+        high = is_high_risk(tool, self.s.memory_high_risk)
+        bound = self.gateway.bind(a.delegation_id, a.agent_id, a.instance, tool, args, hints)
+        ftaint = self._field_taint(a, tool, args)
+        args_s = canonical_json(args)
+        prop = self.rec.add("proposal", agent=a, flows=[(call, "emits")], tool=tool,
+                            tool_operation=None, args=args_s, call_id=call_id, high_risk=high,
+                            target=bound["resource_id"],
+                            tainted_fields=sorted(k for k, v in ftaint.items() if v), **bound)
+        q = Proposal(tool, args, a.agent_id, self.session, prop, call_id, high,
+                     self.rec.tainted(prop), self.rec.labels[prop], ftaint)
+        prefix = _Prefix(self.commits)
+        d = self.policy.authorize(q, prefix, self.s)
+        dec = self.rec.add("decision", agent=a, links=[(prop, "audit")], tool=tool,
+                           call_id=call_id, decision=d.verdict, rule_id=d.rule_id,
+                           evidence=canonical_json(dict(d.evidence)) if d.evidence else None,
+                           ledger_match=d.ledger_match, high_risk=high)
+        gate = dec
+        if d.verdict == CONFIRM:
+            self.counts["confirm"] += 1
+            req = self.rec.add("confirm_request", agent=a, links=[(dec, "audit")], tool=tool,
+                               call_id=call_id, rule_id=d.rule_id)
+            ok, rule = self.policy.confirm(q, prefix, self.s)
+            gate = self.rec.add("confirmation", links=[(req, "audit")], tool=tool,
+                                call_id=call_id, decision="approved" if ok else "denied",
+                                rule_id=rule)
+            if not ok:
+                self.counts["blocked"] += 1
+                res = self.rec.add("tool_result", agent=a, links=[(gate, "feedback")],
+                                   call_id=call_id, tool=tool, outcome="failure",
+                                   text=prompts.not_confirmed(tool))
+                self._observe(a, res, prompts.not_confirmed(tool))
+                return
+        elif d.verdict != ALLOW:
+            self.counts["blocked"] += 1
+            msg = prompts.blocked(tool, d.rule_id)
+            res = self.rec.add("tool_result", agent=a, links=[(dec, "feedback")],
+                               call_id=call_id, tool=tool, outcome="failure", text=msg)
+            self._observe(a, res, msg)
+            return
+        if d.rollback:
+            self._policy_rollback(a, d.rollback, gate, call_id, tool, args)
+            return
+        if spec.kind == "read":
+            self._read(a, tool, args, prop, call_id)
+        elif spec.kind == "agent":
+            self._agent_tool(a, tool, args, prop, call_id)
+        else:
+            self._commit(a, tool, args, prop, gate, call_id, high, bound)
+
+    # ------------------------------------------------------------------ tool kinds
+
+    def _read(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int,
+              call_id: str) -> None:
+        try:
+            out = TOOLS[tool].run(self.world, args)
+        except ToolError as exc:
+            msg = prompts.tool_error(tool, str(exc))
+            res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
+                               call_id=call_id, tool=tool, outcome="failure", text=msg)
+            self._observe(a, res, msg)
+            return
+        flows = self._exposures(tool, args)
+        payload = canonical_json(out)
+        kind = "memory_read" if tool == "memory_read" else "tool_result"
+        res = self.rec.add(kind, agent=a, flows=flows, links=[(prop, "invocation")],
+                           call_id=call_id, tool=tool, outcome="success", text=payload,
+                           resource_id=args.get("key") if tool == "memory_read" else None)
+        self._observe(a, res, prompts.observation(tool, payload))
+
+    def _exposures(self, tool: str, args: dict[str, Any]) -> list[tuple[int, str]]:
+        """Data edges from what a read returns: untrusted sources it exposes (eq. 2) and, for
+        memory, the write that stored the entry (labels restored across sessions)."""
+        w = self.world
+        provs = []
+        if tool == "read_email":
+            provs = [w.emails[args["email_id"]].provenance]
+        elif tool == "search_email":
+            q = args["query"].lower()
+            provs = [e.provenance for e in w.emails.values()
+                     if q in e.subject.lower() or q in e.sender.lower() or q in e.body.lower()
+                     or not q]
+        elif tool == "read_document":
+            provs = [w.documents[args["doc_id"]].provenance]
+        elif tool == "search_documents":
+            q = args["query"].lower()
+            provs = [d.provenance for d in w.documents.values()
+                     if q in d.title.lower() or q in d.owner.lower() or not q]
+        elif tool == "crm_lookup":
+            provs = [w.crm[args["contact_id"]].provenance]
+        elif tool == "read_messages":
+            provs = [m.provenance for m in w.inbox]
+        elif tool == "memory_read":
+            key = args["key"]
+            if key in self.memory_origin:
+                return [(self.memory_origin[key], "memory")]
+            entry = w.memory[key]
+            return [(self.source_seq[lab[6:]], "memory") for lab in sorted(entry.labels)
+                    if lab[6:] in self.source_seq]
+        return [(self.source_seq[p.source_id], "data") for p in provs
+                if p.source_id in self.source_seq]
+
+    def _agent_tool(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int,
+                    call_id: str) -> None:
+        target = args["worker"] if tool == "delegate" else args["to"]
+        text = args["task"] if tool == "delegate" else args["note"]
+        spec = self.agent_specs.get(target)
+        expected = {"delegate": {"supervisor": "worker"},
+                    "handoff": {"researcher": "agent_b", "reviewer": "agent_c"}}[tool]
+        if spec is None or expected.get(a.role) != target:
+            msg = prompts.tool_error(tool, f"unknown or unreachable agent '{target}'")
+            res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
+                               call_id=call_id, tool=tool, outcome="failure", text=msg)
+            self._observe(a, res, msg)
+            return
+        msg = self.rec.add("message", agent=a, flows=[(prop, "sends")], text=text,
+                           target=target, call_id=call_id, tool=tool,
+                           action_semantic="delegate", resource_class="agent")
+        if tool == "delegate":
+            a.waiting_call = call_id
+            child = self._spawn(spec, parent=a, links=[(msg, "delegation")])
+        else:
+            a.done = True
+            child = self._spawn(spec, parent=a, links=[(msg, "delegation")])
+            child.parent = None  # a handoff does not return; lineage stays in the delegation
+        recv = self.rec.add("message", agent=child, flows=[(msg, "receives")], text=text,
+                            call_id=call_id, action_semantic="read", resource_class="agent")
+        child.messages.append({"role": "user", "content": text})
+        child.inbox.append((recv, text))
+        if is_tainted(self.rec.labels[recv]):
+            child.tainted_text.add(text)
+        self.active = child
+
+    def _commit(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int, gate: int,
+                call_id: str, high: bool, bound: dict[str, Any]) -> None:
+        try:
+            staged = TOOLS[tool].stage(self.world, args)
+            if tool == "rollback" and args["commit_id"] not in self.undo:
+                raise ToolError(f"unknown commit '{args['commit_id']}'")
+        except ToolError as exc:
+            msg = prompts.tool_error(tool, str(exc))
+            res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
+                               call_id=call_id, tool=tool, outcome="failure", text=msg)
+            self._observe(a, res, msg)
+            return
+        out, undo = staged.apply(self.world)
+        self.counts["commits"] += 1
+        commit_id = f"cmt-{self.counts['commits']}"
+        cm = self.rec.add("commit", agent=a, flows=[(prop, "executes")], links=[(gate, "audit")],
+                          tool=tool, args=canonical_json(args), call_id=call_id,
+                          commit_id=commit_id, high_risk=high, outcome="success",
+                          target=bound["resource_id"],
+                          **{k: bound[k] for k in ("action_semantic", "direction",
+                                                   "resource_class", "resource_id",
+                                                   "sensitivity_label", "principal_scope",
+                                                   "target_principal")})
+        self.undo[commit_id] = (undo, cm)
+        tainted = self.rec.tainted(cm)
+        self.commits.append({"commit_id": commit_id, "tool": tool, "args": args,
+                             "session": self.session, "seq": cm, "tainted": tainted,
+                             "high_risk": high, "rolled_back": False})
+        node = cm
+        if tool == "memory_write":
+            node = self.rec.add("memory_write", agent=a, flows=[(cm, "writes")],
+                                resource_id=args["key"], resource_class="memory",
+                                call_id=call_id, tool=tool)
+            entry = self.world.memory[args["key"]]
+            entry.labels = self.rec.labels[node]
+            entry.origin_event = str(node)
+            self.memory_origin[args["key"]] = node
+        elif tool in ("memory_scrub", "memory_quarantine"):
+            self.rec.add("scrub", agent=a, links=[(cm, "audit")], resource_id=args["key"],
+                         resource_class="memory", call_id=call_id, tool=tool)
+            self.memory_origin.pop(args["key"], None)
+        elif tool == "rollback":
+            self._revert(args["commit_id"], cm, a)
+        payload = canonical_json(out)
+        res = self.rec.add("tool_result", agent=a, flows=[(node, "result")], call_id=call_id,
+                           tool=tool, outcome="success", text=payload)
+        self._observe(a, res, prompts.observation(tool, payload))
+
+    def _revert(self, commit_id: str, cause: int, a: AgentRun | None) -> int:
+        undo, target = self.undo.pop(commit_id)
+        undo(self.world)
+        for c in self.commits:
+            if c["commit_id"] == commit_id:
+                c["rolled_back"] = True
+                if c["tool"] == "memory_write":
+                    key = c["args"]["key"]
+                    if self.memory_origin.get(key) is not None:
+                        self.memory_origin.pop(key, None)
+                    if key in self.world.memory and self.world.memory[key].origin_event:
+                        self.memory_origin[key] = int(self.world.memory[key].origin_event)
+        return self.rec.add("rollback", agent=a, links=[(target, "rollback"), (cause, "audit")],
+                            commit_id=commit_id, outcome="success")
+
+    def _policy_rollback(self, a: AgentRun, commit_ids: tuple[str, ...], gate: int,
+                         call_id: str, tool: str, args: dict[str, Any]) -> None:
+        """The rollback path (rollback_v2): revert the tainted commits behind a recovery action
+        instead of executing it; each revert is its own ``rollback`` event."""
+        seqs = [self._revert(cid, gate, a) for cid in commit_ids if cid in self.undo]
+        if not seqs:  # nothing left to revert: carry out the approved action itself
+            bound = self.gateway.bind(a.delegation_id, a.agent_id, a.instance, tool, args)
+            prop = next(s for s in range(len(self.rec.events) - 1, -1, -1)
+                        if self.rec.events[s].get("call_id") == call_id
+                        and self.rec.events[s]["kind"] == "proposal")
+            self._commit(a, tool, args, prop, gate, call_id, True, bound)
+            return
+        payload = canonical_json({"status": "rolled back", "commits": list(commit_ids)})
+        res = self.rec.add("tool_result", agent=a, links=[(s, "result") for s in seqs],
+                           call_id=call_id, tool=tool, outcome="success", text=payload)
+        self._observe(a, res, prompts.observation(tool, payload))
+
+    # ------------------------------------------------------------------ output
+
+    def env_diff(self) -> dict[str, Any]:
+        return diff(self.before, self.world.snapshot())
