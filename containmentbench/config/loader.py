@@ -6,7 +6,9 @@ holds the small pieces other packages need without composing a whole study.
 
 from __future__ import annotations
 
+import copy
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,13 @@ def config_dir() -> Path:
 
 def load_defenses(directory: Path | None = None, option: str = "all_seven") -> dict[str, Any]:
     """The defense configurations of one ``defenses`` group option, by name."""
-    d = (directory or config_dir()) / "defenses" / f"{option}.yaml"
+    return copy.deepcopy(_load_defenses(directory or config_dir(), option))
+
+
+@lru_cache(maxsize=16)
+def _load_defenses(directory: Path, option: str) -> dict[str, Any]:
+    d = directory / "defenses" / f"{option}.yaml"
     if not d.exists():
         raise BenchError(f"no defenses option '{option}'", file=str(d), field="defenses")
     cfg = OmegaConf.to_container(OmegaConf.load(d), resolve=True)
-    cfg.pop("defaults", None)
-    if option != "all_seven" and not cfg:
-        cfg = load_defenses(directory, "all_seven")
     return cfg

@@ -78,10 +78,9 @@ def make_backend(config: BackendConfig) -> ModelBackend:
                          field="backend") from None
     module, attr = target.split(":")
     try:
-        factory = getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(module), attr)(config)
     except ImportError as exc:
         raise BenchError(f"backend '{config.name}' needs an optional package: {exc.name} "
                          f"(install the matching extra, e.g. pip install "
                          f"'containmentbench[{ {'vllm': 'gpu', 'hf': 'hf'}.get(config.name, config.name)}]')",
                          field="backend") from None
-    return factory(config)

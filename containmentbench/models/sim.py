@@ -29,6 +29,7 @@ from containmentbench.parser.formats import render
 from containmentbench.sandbox.tools import TOOLS
 
 GUIDANCE_MARKER = "Security guidance:"
+RELAY_FIELD = {"delegate": "task", "handoff": "note"}
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,11 @@ class SimBackend:
             text, _ = render(fmt, None, None, st["final"], rng)
             return Completion(text, prompt_tokens=0, completion_tokens=len(text) // 4)
         tool, args = st["queue"].pop(0)
+        if tool in RELAY_FIELD:
+            # relay what this agent actually saw (its task and observations), not the plan's
+            # precomputed material: content it never observed must not reach the next agent
+            seen = "\n".join(m["content"] for m in msgs[1:] if m["role"] == "user")
+            args = {**args, RELAY_FIELD[tool]: seen}
         st["attempts"] += 1
         u = rng.random()
         if u < prof.p_malformed:

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from containmentbench.sandbox.tools import TOOLS
-from containmentbench.sandbox.world import VISIBILITY_ORDER
-from containmentbench.scenarios.ledger import _norm, match
-from containmentbench.scenarios.model import Scenario
 from containmentbench.policies.base import (
     ALLOW,
     BLOCK,
@@ -23,6 +19,10 @@ from containmentbench.policies.base import (
     Proposal,
 )
 from containmentbench.policies.predicates import expand, leak
+from containmentbench.sandbox.tools import TOOLS
+from containmentbench.sandbox.world import VISIBILITY_ORDER
+from containmentbench.scenarios.ledger import _norm, match
+from containmentbench.scenarios.model import Scenario
 
 LOW_RISK = Decision(ALLOW, "allow_low_risk")
 
@@ -72,8 +72,9 @@ class StructuredGuard(Policy):
 
 class ToolBoundary(Policy):
     """Per-call boundary check against the allowed tools and target constraints derived from
-    the trusted task configuration (Table 7, column 1). Every authority-bearing argument must
-    be within its allowed values; visibility may not exceed the configured maximum."""
+    the trusted task configuration (Table 7, column 1): the tool must be allowed, every
+    recipient must be listed, every constrained target id or field name must be within its
+    listed values, and visibility may not exceed the configured maximum."""
 
     name = "tool_boundary"
 
@@ -86,7 +87,10 @@ class ToolBoundary(Policy):
         allowed: dict[str, list[str]] = tb["targets"].get(q.tool, {})
         spec = TOOLS[q.tool]
         for f in spec.authority_fields:
-            if spec.role(f) == "visibility":
+            role = spec.role(f)
+            # recipients are always constrained (an unlisted recipient field allows nobody);
+            # other target ids and field names only where the task configuration lists them
+            if role == "visibility" or (role != "recipient" and f not in allowed):
                 continue
             value = q.args.get(f)
             if value in (None, "", []):

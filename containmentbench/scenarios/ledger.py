@@ -107,21 +107,3 @@ def authority_match(tool: str, args: Mapping[str, Any],
         if entry_matches(entry, tool, args, authority_only=True):
             return entry
     return None
-
-
-def authorized_values(entry: LedgerEntry, field: str) -> set[str]:
-    """Values the entry authorizes for one authority field (target, ``eq`` or ``in``)."""
-    out: set[str] = set()
-    if field == entry.target_field:
-        out.add(_norm(entry.target))
-    clause = entry.predicate.get(field)
-    if clause is not None:
-        if clause["op"] == "eq":
-            want = clause["value"]
-            out.update(_norm(want) if isinstance(want, list) else [_norm(want)])
-        elif clause["op"] == "in":
-            out.update(_norm(x) for x in clause["value"])
-        elif clause["op"] == "max_visibility":
-            limit = VISIBILITY_ORDER[clause["value"]]
-            out.update(v for v, r in VISIBILITY_ORDER.items() if r <= limit)
-    return out
