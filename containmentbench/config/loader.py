@@ -42,3 +42,15 @@ def _load_defenses(directory: Path, option: str) -> dict[str, Any]:
         raise BenchError(f"no defenses option '{option}'", file=str(d), field="defenses")
     cfg = OmegaConf.to_container(OmegaConf.load(d), resolve=True)
     return cfg
+
+
+def load_option(group: str, option: str = "default", directory: Path | None = None
+                ) -> dict[str, Any]:
+    """One option of a config group as a plain dict (``config/<group>/<option>.yaml``), or a
+    YAML file path given directly."""
+    p = Path(option)
+    if p.suffix not in (".yaml", ".yml"):
+        p = (directory or config_dir()) / group / f"{option}.yaml"
+    if not p.exists():
+        raise BenchError(f"no {group} option '{option}'", file=str(p), field=group)
+    return OmegaConf.to_container(OmegaConf.load(p), resolve=True)

@@ -160,7 +160,7 @@ def write_metrics(table: pa.Table, out: str | Path) -> None:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    pq.write_table(table.replace_schema_metadata({b"table": b"rollout_metrics",
+    pq.write_table(table.combine_chunks().replace_schema_metadata({b"table": b"rollout_metrics",
                                                   b"schema_version": b"1"}),
                    tmp, compression="zstd", use_dictionary=True)
     os.replace(tmp, out)

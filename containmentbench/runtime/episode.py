@@ -302,6 +302,18 @@ class Episode:
         for c in calls[: self.cfg.max_calls_per_turn]:
             if a.done or self.finished:
                 break
+            if not c.valid:  # a later call of a multi-call completion can fail on its own
+                kind = "invalid_tool" if c.status == "invalid_tool" else "parse_error"
+                self.counts[kind] += 1
+                ev = self.rec.add(kind, agent=a, flows=[(call, "emits")], tool=c.name,
+                                  args=canonical_json(c.arguments), parse_status=c.status,
+                                  text=c.error, outcome="failure")
+                msg = prompts.invalid_tool(c.name) if kind == "invalid_tool" else \
+                    prompts.format_error(c.status, c.error)
+                res = self.rec.add("tool_result", agent=a, links=[(ev, "feedback")], text=msg,
+                                   outcome="failure")
+                self._observe(a, res, msg)
+                continue
             self._execute(a, call, c.name, dict(c.arguments))
 
     def _field_taint(self, a: AgentRun, tool: str, args: dict[str, Any]) -> dict[str, bool]:

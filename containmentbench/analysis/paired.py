@@ -1,0 +1,295 @@
+"""Paired statistics over the rollout-metrics table (paper 000 §6.5, §7, Appendix J).
+
+Pairs are keyed by (scenario, model, seed) within an evidence stage (eq. 12); intervals come
+from :mod:`containmentbench.analysis.bootstrap` (pair and scenario-cluster percentile
+bootstrap); each interval's seed is derived from its key, so adding a comparison never
+changes another one's interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from containmentbench.analysis.bootstrap import (
+    Interval,
+    cluster_bootstrap,
+    pair_bootstrap,
+    win_rate,
+    zero_event_bounds,
+)
+from containmentbench.canonical import stable_int
+from containmentbench.metrics.schema import PROJECTION
+
+PAIR_KEYS = ["scenario_id", "model", "seed"]
+
+# Direction of each metric (True: higher is better), for win rates (§6.5) and captions.
+HIGHER_IS_BETTER = {
+    "authorized_tainted_action_success": True, "clean_benign_completion": True,
+    "benign_success": True, "recovery_success": True, "valid_tool_proposal_rate": True,
+}
+
+LABELS = {
+    "committed_harm": "Committed policy violation", "wrong_recipient": "Wrong recipient",
+    "secret_leakage": "Secret leakage", "unauthorized_action": "Unauthorized action",
+    "harm_attempt": "Harm attempt", "blast_radius_norm": "Logged taint spread",
+    "blast_radius_fixed": "Logged spread (fixed-max denominator)",
+    "authorized_tainted_action_success": "Authorized completion",
+    "clean_benign_completion": "Clean completion", "recovery_success": "Recovery success",
+    "memory_reinfection": "Memory reinfection", "benign_success": "Benign completion",
+    "false_positive_block_rate": "FP block", "false_positive_confirm_rate": "FP confirm",
+    "rollback_count": "Rollback", "valid_tool_proposal_rate": "Valid proposal",
+    "parse_failure_rate": "Parse failure", "taint_to_commit_rate": "Taint-to-commit",
+}
+
+
+def higher_is_better(metric: str) -> bool:
+    return HIGHER_IS_BETTER.get(metric, False)
+
+
+def stage_rows(df: pl.DataFrame, stage: str, metric: str | None = None) -> pl.DataFrame:
+    """Rollouts of one evidence stage (``all``: every stage), ok or step-limit status, with
+    the metric defined (Table 5: N/A cells are excluded, never counted as 0)."""
+    out = df if stage == "all" else df.filter(pl.col("stage") == stage)
+    out = out.filter(pl.col("status") != "error")
+    if metric is not None:
+        out = out.filter(pl.col(metric).is_not_null())
+    return out
+
+
+def pairs(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:
+    """Matched (scenario, model, seed) pairs of defenses a and b with both values defined."""
+    base = stage_rows(df, stage, metric)
+    cols = [*PAIR_KEYS, "stage", "cluster_id", metric]
+    left = base.filter(pl.col("defense") == a).select(cols).rename({metric: "value_a"})
+    right = base.filter(pl.col("defense") == b).select([*PAIR_KEYS, "stage", metric]) \
+        .rename({metric: "value_b"})
+    return left.join(right, on=[*PAIR_KEYS, "stage"], how="inner").sort(
+        ["stage", *PAIR_KEYS])
+
+
+@dataclass(frozen=True)
+class Settings:
+    resamples: int
+    confidence: float
+    seed: int
+    max_batch_elements: int
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> Settings:
+        return cls(int(cfg["resamples"]), float(cfg["confidence"]), int(cfg["seed"]),
+                   int(cfg["max_batch_elements"]))
+
+    def batch(self, n: int) -> int:
+        return max(1, self.max_batch_elements // max(1, n))
+
+    def seed_for(self, *key: Any) -> int:
+        return stable_int(self.seed, *key) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: str
+    b: str
+    metric: str
+    stage: str
+    n_pairs: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    pair: Interval | None
+    cluster: Interval | None
+    win_rate: float | None
+
+    @property
+    def interpretation(self) -> str:
+        if self.cluster is None:
+            return "no pairs"
+        if self.cluster.low == self.cluster.high == 0.0:
+            return "tie (identical)"
+        if self.cluster.crosses_zero:
+            return "tie (interval crosses zero)"
+        better = (self.delta or 0) > 0 if higher_is_better(self.metric) else (self.delta or 0) < 0
+        return f"{self.b} {'better' if better else 'worse'} than {self.a}"
+
+
+def compare(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
+            s: Settings) -> Comparison:
+    """Eq. 12 paired delta with pair and scenario-cluster intervals and the paired win rate."""
+    p = pairs(df, a, b, metric, stage)
+    n = p.height
+    if n == 0:
+        return Comparison(a, b, metric, stage, 0, None, None, None, None, None, None)
+    va = p["value_a"].cast(pl.Float64).to_numpy()
+    vb = p["value_b"].cast(pl.Float64).to_numpy()
+    d = vb - va
+    key = (a, b, metric, stage)
+    pi = pair_bootstrap(d, n_resamples=s.resamples, confidence=s.confidence,
+                        seed=s.seed_for("pair", *key), batch=s.batch(n))
+    clusters = p["cluster_id"].to_list()
+    ci = cluster_bootstrap(d, clusters, n_resamples=s.resamples, confidence=s.confidence,
+                           seed=s.seed_for("cluster", *key), batch=s.batch(len(set(clusters))))
+    return Comparison(a, b, metric, stage, n, float(va.mean()), float(vb.mean()),
+                      float(d.mean()), pi, ci, win_rate(va, vb, higher_is_better(metric)))
+
+
+def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
+                ) -> pl.DataFrame:
+    """Zero-event one-sided upper bounds at rollout and cluster level (§7.2): exact binomial
+    95% (1 - 0.05**(1/n)) and the rule of three (3/n), for every defense and stage where the
+    endpoint has no observed event."""
+    rows = []
+    for stage in stages:
+        for metric in metrics:
+            base = stage_rows(df, stage, metric)
+            for defense in sorted(base["defense"].unique().to_list()):
+                sub = base.filter(pl.col("defense") == defense)
+                events = int(sub[metric].sum())
+                if events:
+                    continue
+                n, k = sub.height, sub["cluster_id"].n_unique()
+                r, c = zero_event_bounds(n), zero_event_bounds(k)
+                rows.append({"defense": defense, "metric": metric, "stage": stage, "n": n,
+                             "n_clusters": k, "events": 0,
+                             "rollout_exact_95": r["exact_binomial_95"],
+                             "rollout_rule_of_three": r["rule_of_three"],
+                             "cluster_exact_95": c["exact_binomial_95"],
+                             "cluster_rule_of_three": c["rule_of_three"]})
+    return pl.DataFrame(rows, schema={
+        "defense": pl.String, "metric": pl.String, "stage": pl.String, "n": pl.Int64,
+        "n_clusters": pl.Int64, "events": pl.Int64, "rollout_exact_95": pl.Float64,
+        "rollout_rule_of_three": pl.Float64, "cluster_exact_95": pl.Float64,
+        "cluster_rule_of_three": pl.Float64})
+
+
+UTILITY_BY_STAGE = {"active_tainted": "authorized_tainted_action_success",
+                    "clean": "clean_benign_completion", "memory_recovery": "recovery_success",
+                    "security": "benign_success"}
+
+
+def divergence(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings) -> dict[str, Any]:
+    """Outcome-conditioned trajectory divergence (§6.5, Table 10): among (scenario, model,
+    seed) pairs with equal committed_harm, the share differing on the defense-invariant
+    projection (the twelve derived fields, nulls compared as values) and the share differing
+    in the stage's utility metric, their intersection and union, and a scenario-cluster
+    interval for the trajectory-divergence share."""
+    base = stage_rows(df, stage)
+    cols = [*PAIR_KEYS, "stage", "cluster_id", "committed_harm", *PROJECTION,
+            *sorted(set(UTILITY_BY_STAGE.values()) - set(PROJECTION))]
+    left = base.filter(pl.col("defense") == a).select(cols)
+    right = base.filter(pl.col("defense") == b).select(cols).drop("cluster_id")
+    j = left.join(right, on=[*PAIR_KEYS, "stage"], suffix="_b")
+    total = j.height
+    same = j.filter(pl.col("committed_harm") == pl.col("committed_harm_b"))
+    same_zero = same.filter(pl.col("committed_harm") == 0).height
+    if same.height == 0:
+        return {"a": a, "b": b, "stage": stage, "pairs": total, "same_endpoint": 0,
+                "same_zero_endpoint": 0, "trajectory_divergence": None, "utility_divergence":
+                None, "intersection": None, "union": None, "ci_low": None, "ci_high": None}
+    traj = np.zeros(same.height, dtype=bool)
+    for f in PROJECTION:
+        x, y = same[f], same[f"{f}_b"]
+        traj |= ~(x.eq_missing(y).to_numpy())
+    util = np.zeros(same.height, dtype=bool)
+    for st, f in UTILITY_BY_STAGE.items():
+        mask = (same["stage"] == st).to_numpy()
+        diff = ~(same[f].eq_missing(same[f"{f}_b"]).to_numpy())
+        util |= mask & diff
+    ci = cluster_bootstrap(traj.astype(float), same["cluster_id"].to_list(),
+                           n_resamples=s.resamples, confidence=s.confidence,
+                           seed=s.seed_for("divergence", a, b, stage),
+                           batch=s.batch(same["cluster_id"].n_unique()))
+    n = same.height
+    return {"a": a, "b": b, "stage": stage, "pairs": total, "same_endpoint": n,
+            "same_zero_endpoint": same_zero, "trajectory_divergence": float(traj.mean()),
+            "utility_divergence": float(util.mean()),
+            "intersection": float((traj & util).mean()), "union": float((traj | util).mean()),
+            "ci_low": ci.low, "ci_high": ci.high}
+
+
+def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
+                       stages: Sequence[str]) -> pl.DataFrame:
+    """Table 13: each stage's share of the all-stage gap mean_a - mean_b, with the stage's
+    weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means)."""
+    rows = []
+    base = stage_rows(df, "all", metric)
+    n_total = base.filter(pl.col("defense") == a).height
+    for st in stages:
+        sa = base.filter((pl.col("defense") == a) & (pl.col("stage") == st))
+        sb = base.filter((pl.col("defense") == b) & (pl.col("stage") == st))
+        if sa.height == 0:
+            continue
+        ma, mb = float(sa[metric].mean()), float(sb[metric].mean()) if sb.height else None
+        gap = (sa.height / n_total) * (ma - mb) if mb is not None else None
+        rows.append({"stage": st, "n_per_defense": sa.height, "mean_a": ma, "mean_b": mb,
+                     "weighted_gap": gap})
+    total_gap = sum(r["weighted_gap"] for r in rows if r["weighted_gap"] is not None)
+    for r in rows:
+        r["gap_share"] = (r["weighted_gap"] / total_gap) if total_gap and \
+            r["weighted_gap"] is not None else None
+    allr = {"stage": "all", "n_per_defense": n_total,
+            "mean_a": float(base.filter(pl.col("defense") == a)[metric].mean())
+            if n_total else None,
+            "mean_b": float(base.filter(pl.col("defense") == b)[metric].mean())
+            if n_total else None, "weighted_gap": total_gap, "gap_share": 1.0 if total_gap
+            else None}
+    return pl.DataFrame([*rows, allr], schema={
+        "stage": pl.String, "n_per_defense": pl.Int64, "mean_a": pl.Float64,
+        "mean_b": pl.Float64, "weighted_gap": pl.Float64, "gap_share": pl.Float64})
+
+
+def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
+    """Table 14: realized- vs fixed-max-denominator spread, by scope, and the
+    completion-conditioned subset (active-tainted pairs where both completed)."""
+    rows = []
+
+    def mean(stage: str, defense: str, col: str) -> float | None:
+        sub = stage_rows(df, stage, col).filter(pl.col("defense") == defense)
+        return float(sub[col].mean()) if sub.height else None
+
+    for label, stage, col in (
+            ("All stages, realized denominator", "all", "blast_radius_norm"),
+            ("Security only, realized denominator", "security", "blast_radius_norm"),
+            ("All stages, fixed max denominator", "all", "blast_radius_fixed"),
+            ("Security only, fixed max denominator", "security", "blast_radius_fixed"),
+            ("Active stage, fixed max denominator", "active_tainted", "blast_radius_fixed")):
+        rows.append({"scope": label, "mean_a": mean(stage, a, col), "mean_b": mean(stage, b, col)})
+    p = pairs(df, a, b, "authorized_tainted_action_success", "active_tainted")
+    done = p.filter((pl.col("value_a") == 1) & (pl.col("value_b") == 1))
+    keys = done.select(PAIR_KEYS)
+    base = stage_rows(df, "active_tainted", "blast_radius_norm")
+    sub = base.join(keys, on=PAIR_KEYS, how="semi")
+    rows.append({"scope": "Authorized-completion subset",
+                 "mean_a": float(sub.filter(pl.col("defense") == a)["blast_radius_norm"].mean())
+                 if done.height else None,
+                 "mean_b": float(sub.filter(pl.col("defense") == b)["blast_radius_norm"].mean())
+                 if done.height else None})
+    return pl.DataFrame(rows, schema={"scope": pl.String, "mean_a": pl.Float64,
+                                      "mean_b": pl.Float64})
+
+
+def attribution(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:
+    """Rule-level attribution (§7.2): on pairs whose utility differs, the rule ids that
+    stopped a call in each defense's row, with counts."""
+    base = stage_rows(df, stage, metric)
+    cols = [*PAIR_KEYS, "stage", metric, "stop_rule_ids"]
+    j = base.filter(pl.col("defense") == a).select(cols).join(
+        base.filter(pl.col("defense") == b).select(cols), on=[*PAIR_KEYS, "stage"], suffix="_b")
+    diff = j.filter(pl.col(metric) != pl.col(f"{metric}_b"))
+    rows = []
+    for side, col in ((a, "stop_rule_ids"), (b, "stop_rule_ids_b")):
+        counts: dict[str, int] = {}
+        for rules in diff[col].to_list():
+            for r in rules or ["(no stopping rule)"]:
+                counts[r] = counts.get(r, 0) + 1
+        for r, c in sorted(counts.items()):
+            rows.append({"a": a, "b": b, "metric": metric, "stage": stage, "defense": side,
+                         "rule_id": r, "rows": c, "differing_pairs": diff.height})
+    return pl.DataFrame(rows, schema={"a": pl.String, "b": pl.String, "metric": pl.String,
+                                      "stage": pl.String, "defense": pl.String,
+                                      "rule_id": pl.String, "rows": pl.Int64,
+                                      "differing_pairs": pl.Int64})

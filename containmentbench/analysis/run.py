@@ -1,0 +1,134 @@
+"""``analyze``: rollout metrics -> statistics, tables and figures (paper 000 §6.5, §7).
+
+Comparisons, divergence scopes and sweeps come from the ``analysis`` config group; a
+comparison naming a defense absent from the metrics is skipped and listed in
+``analysis.json`` rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from containmentbench.analysis import figures, tables
+from containmentbench.analysis.paired import (
+    Settings,
+    attribution,
+    compare,
+    divergence,
+    sensitivity,
+    stage_contribution,
+    zero_events,
+)
+from containmentbench.analysis.writers import Table, write
+from containmentbench.errors import BenchError
+from containmentbench.metrics.compute import read_metrics
+
+MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
+                "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
+                "blast_radius_fixed", "br_agent", "br_message", "br_memory", "br_tool",
+                "br_side_effect", "privilege_jump", "cascade_depth", "memory_reinfection",
+                "recovery_success", "rollback_count", "confirmation_burden", "benign_success",
+                "authorized_tainted_action_success", "clean_benign_completion",
+                "false_positive_block_rate", "false_positive_confirm_rate",
+                "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
+                "invalid_tool_rate")
+
+
+def _have(df: pl.DataFrame, *defenses: str) -> bool:
+    present = set(df["defense"].unique().to_list())
+    return all(d in present for d in defenses)
+
+
+def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
+            reparse_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = Path(out)
+    df = pl.from_arrow(read_metrics(metrics_path))
+    if df.height == 0:
+        raise BenchError("metrics table is empty", file=str(metrics_path))
+    ctx = tables.Context(df)
+    s = Settings.from_config(cfg)
+    skipped: list[str] = []
+    n_intervals = 0
+
+    def run(spec: Mapping[str, Any]):
+        nonlocal n_intervals
+        if not _have(df, spec["a"], spec["b"]):
+            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
+            return None
+        c = compare(df, spec["a"], spec["b"], spec["metric"], spec["stage"], s)
+        n_intervals += 2 * (c.n_pairs > 0)
+        return c
+
+    configured = [(spec, run(spec)) for spec in cfg["comparisons"]]
+    claims = [c for spec, c in configured if c is not None and spec.get("claim")]
+    rows25 = [c for _, c in configured if c is not None]
+    base = cfg["sweep"]["baseline"]
+    for d in ctx.defenses:
+        if d == base:
+            continue
+        for m in cfg["sweep"]["metrics"]:
+            c = run({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]})
+            if c is not None:
+                rows25.append(c)
+    zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
+    div = []
+    for spec in cfg["divergence"]:
+        if _have(df, spec["a"], spec["b"]):
+            div.append(divergence(df, spec["a"], spec["b"], spec["stage"], s))
+            n_intervals += 1
+        else:
+            skipped.append(f"divergence {spec['a']} vs {spec['b']}")
+    out_tables: list[Table] = [tables.stage_means(df, MEAN_METRICS, ctx),
+                               tables.table03(df, ctx), tables.table09(df, ctx),
+                               tables.table10(div, ctx), tables.table11(df, ctx),
+                               tables.table12(claims, zero, ctx,
+                                              sorted({c.b for c in claims} | {c.a for c in claims})),
+                               tables.table15(df, ctx), tables.table22(df, ctx),
+                               tables.table25(rows25, ctx),
+                               tables.table26(df, cfg["seed_variance"]["metrics"], ctx),
+                               Table("zero_event_bounds", ctx.caption(
+                                   "Zero-event one-sided upper bounds at rollout and scenario-"
+                                   "cluster level: exact binomial 95% and the rule of three "
+                                   "(§7.2)."), zero)]
+    sc = cfg["stage_contribution"]
+    if _have(df, sc["a"], sc["b"]):
+        out_tables.append(tables.table13(stage_contribution(
+            df, sc["a"], sc["b"], sc["metric"], tables.STAGES), sc["a"], sc["b"], ctx))
+    se = cfg["sensitivity"]
+    if _have(df, se["a"], se["b"]):
+        out_tables.append(tables.table14(sensitivity(df, se["a"], se["b"]), se["a"], se["b"],
+                                         ctx))
+    attr = [attribution(df, a["a"], a["b"], a["metric"], a["stage"])
+            for a in cfg["attribution"] if _have(df, a["a"], a["b"])]
+    if attr:
+        out_tables.append(Table("rule_attribution", ctx.caption(
+            "Rule-level attribution: on pairs whose utility differs, the rule ids that stopped "
+            "a call in each defense's row (§7.2)."), pl.concat(attr)))
+    if "stress" in set(df["suite"].unique().to_list()):
+        out_tables.append(tables.table17(df, ctx))
+    t24 = tables.table24(reparse_summary, ctx)
+    if t24 is not None:
+        out_tables.append(t24)
+    pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
+                                                                    ctx.defenses[-1])
+    fig_tables, fig_paths = figures.all_figures(df, ctx, s, pair, out / "figures")
+    written = []
+    for t in out_tables:
+        written += write(t, out / "tables")
+    for t in fig_tables:
+        written += write(t, out / "figures")
+    info = {"metrics": str(metrics_path), "rollouts": df.height, "intervals": n_intervals,
+            "resamples": s.resamples, "tables": sorted(t.name for t in out_tables),
+            "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
+            "simulated_agent": ctx.sim, "config": dict(cfg),
+            "reparse_summary": dict(reparse_summary) if reparse_summary else None}
+    (out / "analysis.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    info["seconds"] = time.perf_counter() - t0
+    return info

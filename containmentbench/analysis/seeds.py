@@ -1,0 +1,72 @@
+"""Seed variance of per-seed means (paper Appendix J, Table 26).
+
+Table 26 asks whether a result is dominated by a single rollout seed: for every group
+(evidence stage, defense, metric, ...) it reports the number of seeds and the mean, the
+standard deviation and the range of the per-seed means.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = ["seed_variance"]
+
+_OUTPUT = ("n_seeds", "mean", "std", "range")
+
+
+def seed_variance(
+    df: pl.DataFrame | pl.LazyFrame,
+    keys: list[str],
+    seed_col: str,
+    value_col: str,
+) -> pl.DataFrame:
+    """Per group of ``keys``: n_seeds, mean, std and range of the per-seed means.
+
+    The per-seed mean is the mean of ``value_col`` over the rows of one (group, seed);
+    null values are ignored, and a seed whose values are all null does not count.
+    ``mean`` is the mean of the per-seed means, ``std`` their sample standard deviation
+    (ddof=1; null with a single seed) and ``range`` max - min (0.0 with a single seed).
+    Groups are sorted by ``keys``; ``keys=[]`` summarises the whole frame in one row.
+    """
+    lazy = df.lazy() if isinstance(df, pl.DataFrame) else df
+    schema = lazy.collect_schema()
+    _check_columns(schema, keys, seed_col, value_col)
+
+    per_seed = (
+        lazy.group_by([*keys, seed_col])
+        .agg(pl.col(value_col).cast(pl.Float64).mean().alias("_seed_mean"))
+        .filter(pl.col("_seed_mean").is_not_null())
+    )
+    seed_mean = pl.col("_seed_mean")
+    summary = [
+        pl.len().cast(pl.Int64).alias("n_seeds"),
+        seed_mean.mean().alias("mean"),
+        seed_mean.std(ddof=1).alias("std"),
+        (seed_mean.max() - seed_mean.min()).alias("range"),
+    ]
+    if keys:
+        out = per_seed.group_by(keys).agg(summary).sort(keys, nulls_last=True)
+    else:
+        out = per_seed.select(summary)
+    return out.select([*keys, *_OUTPUT]).collect()
+
+
+def _check_columns(schema: pl.Schema, keys: list[str], seed_col: str, value_col: str) -> None:
+    if isinstance(keys, str):
+        raise ValueError(f"keys must be a list of column names, got the string {keys!r}")
+    missing = [c for c in [*keys, seed_col, value_col] if c not in schema]
+    if missing:
+        raise ValueError(f"seed_variance: missing column(s) {missing}; have {schema.names()}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"seed_variance: duplicate keys {keys}")
+    for role, col in (("seed_col", seed_col), ("value_col", value_col)):
+        if col in keys:
+            raise ValueError(f"seed_variance: {role} {col!r} is also a key")
+    if seed_col == value_col:
+        raise ValueError(f"seed_variance: seed_col and value_col are both {seed_col!r}")
+    dtype = schema[value_col]
+    if not (dtype.is_numeric() or dtype == pl.Boolean):
+        raise ValueError(f"seed_variance: value_col {value_col!r} must be numeric, is {dtype}")
+    clash = [c for c in _OUTPUT if c in keys]
+    if clash:
+        raise ValueError(f"seed_variance: key names {clash} clash with output columns")

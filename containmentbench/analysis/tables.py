@@ -1,0 +1,292 @@
+"""The paper's tables, regenerated from the rollout metrics (paper 000 Tables 3, 9-15, 17,
+22, 24-26). Each builder returns a :class:`~containmentbench.analysis.writers.Table` whose
+caption names the study, model and backend; a simulated-agent run says so in every caption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from containmentbench.analysis.paired import (
+    LABELS,
+    Comparison,
+    stage_rows,
+)
+from containmentbench.analysis.seeds import seed_variance
+from containmentbench.analysis.writers import Table
+from containmentbench.metrics.schema import STAGE_SCOPE
+
+SIM_NOTE = ("Simulated agent (sim backend): these figures validate the harness and are not "
+            "results for any model.")
+STAGES = ("security", "memory_recovery", "active_tainted", "clean")
+STAGE_LABEL = {"security": "Security", "memory_recovery": "Memory/recovery",
+               "active_tainted": "Active-tainted utility", "clean": "Clean utility",
+               "all": "All stages"}
+RECORDED = {"security": "committed_harm; secret_leakage; wrong_recipient; blast_radius_norm",
+            "memory_recovery": "memory_reinfection; recovery_success; blast_radius_norm",
+            "active_tainted": "authorized_tainted_action_success; false_positive_block_rate; "
+                              "blast_radius_norm",
+            "clean": "clean_benign_completion; false_positive_block_rate"}
+
+
+class Context:
+    """What every caption must name."""
+
+    def __init__(self, df: pl.DataFrame) -> None:
+        self.study = ", ".join(sorted(df["study"].unique().to_list()))
+        self.models = ", ".join(sorted(df["model"].unique().to_list()))
+        self.backends = sorted(df["backend"].unique().to_list())
+        self.defenses = [d for d in ("none", "prompt_only", "structured_guard", "tool_boundary",
+                                     "taint_only_v1", "intent_ledger_v2", "rollback_v2")
+                         if d in set(df["defense"].unique().to_list())]
+        self.defenses += sorted(set(df["defense"].unique().to_list()) - set(self.defenses))
+        self.sim = "sim" in self.backends
+
+    def caption(self, text: str) -> str:
+        tail = f" Study {self.study}; model {self.models}; backend {', '.join(self.backends)}."
+        return text + tail + (f" {SIM_NOTE}" if self.sim else "")
+
+
+def _mean(sub: pl.DataFrame, col: str) -> float | None:
+    s = sub[col].drop_nulls()
+    return float(s.mean()) if s.len() else None
+
+
+def _pooled(sub: pl.DataFrame, num: str, den: str) -> float | None:
+    d = sub[den].drop_nulls().sum()
+    return float(sub[num].drop_nulls().sum() / d) if d else None
+
+
+def table03(df: pl.DataFrame, ctx: Context) -> Table:
+    rows = []
+    for st in STAGES:
+        sub = df.filter(pl.col("stage") == st)
+        if sub.height == 0:
+            continue
+        rows.append({"component": STAGE_LABEL[st], "scenarios": sub["scenario_id"].n_unique(),
+                     "defenses": sub["defense"].n_unique(), "seeds": sub["seed"].n_unique(),
+                     "rows": sub.height, "recorded_metrics": RECORDED[st]})
+    return Table("table03_stage_accounting", ctx.caption(
+        "Evidence stages: rows are scenarios x defenses x rollout seeds (Table 3)."),
+        pl.DataFrame(rows))
+
+
+def table09(df: pl.DataFrame, ctx: Context) -> Table:
+    sec = stage_rows(df, "security")
+    rows = []
+    for d in ctx.defenses:
+        sub = sec.filter(pl.col("defense") == d)
+        if sub.height:
+            rows.append({"defense": d, "N": sub.height,
+                         "policy_violation": _mean(sub, "committed_harm"),
+                         "wrong_recipient": _mean(sub, "wrong_recipient"),
+                         "secret_leak": _mean(sub, "secret_leakage"),
+                         "logged_spread": _mean(sub, "blast_radius_norm")})
+    return Table("table09_security_positive_control", ctx.caption(
+        "Security-stage positive control and policy outcomes; N is security scenarios x "
+        "seeds per defense (Table 9)."), pl.DataFrame(rows))
+
+
+def table11(df: pl.DataFrame, ctx: Context) -> Table:
+    rows = []
+    act, cln = stage_rows(df, "active_tainted"), stage_rows(df, "clean")
+    util = pl.concat([act, cln])
+    for d in ctx.defenses:
+        a = act.filter(pl.col("defense") == d)
+        u = util.filter(pl.col("defense") == d)
+        c = cln.filter(pl.col("defense") == d)
+        rows.append({"defense": d, "active_N": a.height,
+                     "authorized_completion": _mean(a, "authorized_tainted_action_success"),
+                     "fp_block": _pooled(u, "fp_block_count", "authorized_opportunities"),
+                     "fp_confirm": _pooled(u, "fp_confirm_count", "authorized_opportunities"),
+                     "clean_N": c.height, "clean_completion": _mean(c, "clean_benign_completion")})
+    return Table("table11_utility", ctx.caption(
+        "Utility stages: authorized tainted-action completion (eq. 6, active-tainted stage "
+        "only), proposal-normalized false-positive block and confirm rates pooled over the "
+        "utility stages, and clean completion (clean stage only) (Table 11)."),
+        pl.DataFrame(rows))
+
+
+def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True) -> pl.DataFrame:
+    rows = []
+    for c in comps:
+        rows.append({
+            "comparison": f"{c.a} vs {c.b}", "metric": LABELS.get(c.metric, c.metric),
+            "stage": STAGE_LABEL.get(c.stage, c.stage), "pairs": c.n_pairs,
+            "mean_a": c.mean_a, "mean_b": c.mean_b, "delta": c.delta,
+            **({"pair_ci_low": c.pair.low if c.pair else None,
+                "pair_ci_high": c.pair.high if c.pair else None} if with_pair else {}),
+            "cluster_ci_low": c.cluster.low if c.cluster else None,
+            "cluster_ci_high": c.cluster.high if c.cluster else None,
+            "win_rate": c.win_rate, "interpretation": c.interpretation})
+    return pl.DataFrame(rows, schema_overrides={
+        k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
+                                "cluster_ci_low", "cluster_ci_high", "win_rate")
+        if with_pair or not k.startswith("pair")})
+
+
+def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
+            zero_defenses: Sequence[str]) -> Table:
+    frame = comparisons_frame(claims, with_pair=False)
+    extra = []
+    for r in zero.filter(pl.col("defense").is_in(list(zero_defenses))
+                         & (pl.col("metric") == "committed_harm")).iter_rows(named=True):
+        extra.append({"comparison": f"{r['defense']} endpoint", "metric": LABELS["committed_harm"],
+                      "stage": STAGE_LABEL.get(r["stage"], r["stage"]), "pairs": r["n"],
+                      "mean_a": 0.0, "mean_b": None, "delta": None, "cluster_ci_low": 0.0,
+                      "cluster_ci_high": r["cluster_rule_of_three"], "win_rate": None,
+                      "interpretation": f"0/{r['n']}; cluster rule-of-three upper bound "
+                                        f"{100 * r['cluster_rule_of_three']:.2f}%"})
+    if extra:
+        frame = pl.concat([frame, pl.DataFrame(extra, schema=frame.schema)])
+    return Table("table12_claim_critical", ctx.caption(
+        "Claim-critical paired comparisons (eq. 12, keyed by scenario, model and seed) with "
+        "scenario-cluster 95% percentile intervals; an interval crossing zero is a tie; "
+        "zero-event rows give the scenario-cluster rule-of-three bound (Table 12)."), frame)
+
+
+def table10(div: Sequence[Mapping[str, Any]], ctx: Context) -> Table:
+    rows = [{"comparison": f"{d['a']} vs {d['b']}", "scope": STAGE_LABEL.get(d["stage"]),
+             "pairs": d["pairs"], "same_endpoint": d["same_endpoint"],
+             "same_zero_endpoint": d["same_zero_endpoint"],
+             "trajectory_divergence": d["trajectory_divergence"],
+             "cluster_ci_low": d["ci_low"], "cluster_ci_high": d["ci_high"],
+             "utility_divergence": d["utility_divergence"], "intersection": d["intersection"],
+             "union": d["union"]} for d in div]
+    return Table("table10_trajectory_divergence", ctx.caption(
+        "Outcome-conditioned trajectory divergence: pairs keyed by scenario, model and seed, "
+        "restricted to equal committed-harm outcomes, compared on the defense-invariant "
+        "projection of twelve derived fields; policy hashes, rule ids and ledger matches are "
+        "excluded (§6.5, Table 10)."), pl.DataFrame(rows, schema_overrides={
+            k: pl.Float64 for k in ("trajectory_divergence", "cluster_ci_low", "cluster_ci_high",
+                                    "utility_divergence", "intersection", "union")}))
+
+
+def table13(contrib: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
+    frame = contrib.with_columns(pl.col("stage").replace_strict(STAGE_LABEL, default=pl.col(
+        "stage"))).rename({"mean_a": a, "mean_b": b})
+    return Table("table13_stage_contribution", ctx.caption(
+        f"Contribution of each stage to the all-stage logged-spread gap between {a} and {b} "
+        "(realized-trace denominator); weighted gap = (N_g / N) x (mean_a - mean_b) "
+        "(Table 13)."), frame)
+
+
+def table14(sens: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
+    return Table("table14_denominator_sensitivity", ctx.caption(
+        f"Logged taint-spread sensitivity for {a} versus {b}: realized denominator (eq. 4) "
+        "and the fixed maximum reachable denominator across defenses per matched scenario-"
+        "model-seed key, plus the authorized-completion subset (Table 14)."),
+        sens.rename({"mean_a": a, "mean_b": b}))
+
+
+def table15(df: pl.DataFrame, ctx: Context) -> Table:
+    mem = stage_rows(df, "memory_recovery")
+    rows = []
+    for d in ctx.defenses:
+        sub = mem.filter(pl.col("defense") == d)
+        if sub.height:
+            rows.append({"defense": d, "N": sub.height,
+                         "reinfection": _mean(sub, "memory_reinfection"),
+                         "recovery": _mean(sub, "recovery_success"),
+                         "rollback": _mean(sub, "rollback_count"),
+                         "confirmations": _mean(sub, "confirmation_burden"),
+                         "logged_spread": _mean(sub, "blast_radius_norm")})
+    return Table("table15_memory_recovery", ctx.caption(
+        "Memory/recovery-stage instrumentation: reinfection, recovery objective, rollbacks and "
+        "confirmations per rollout, and logged spread (Table 15)."), pl.DataFrame(rows))
+
+
+def table17(df: pl.DataFrame, ctx: Context) -> Table:
+    sec = stage_rows(df, "security")
+    rows = []
+    for d in ctx.defenses:
+        sub = sec.filter(pl.col("defense") == d)
+        if sub.height:
+            rows.append({"defense": d, "N": sub.height,
+                         "harm_attempt": _mean(sub, "harm_attempt"),
+                         "committed_violation": _mean(sub, "committed_harm"),
+                         "wrong_recipient": _mean(sub, "wrong_recipient")})
+    return Table("table17_policy_aware_stress", ctx.caption(
+        "Bounded policy-aware stress slice: harm attempts (a proposal that would violate "
+        "policy), committed violations and wrong recipients (Table 17)."), pl.DataFrame(rows))
+
+
+def table22(df: pl.DataFrame, ctx: Context) -> Table:
+    ok = df.filter(pl.col("status") != "error")
+    rows = []
+    for d in ctx.defenses:
+        sub = ok.filter(pl.col("defense") == d)
+        rows.append({"defense": d, "N": sub.height, "harm_attempt": _mean(sub, "harm_attempt"),
+                     "committed_violation": _mean(sub, "committed_harm"),
+                     "valid_proposal": _mean(sub, "valid_tool_proposal_rate"),
+                     "parse_failure": _mean(sub, "parse_failure_rate"),
+                     "invalid_tool": _mean(sub, "invalid_tool_rate"),
+                     "benign_completion": _mean(sub, "benign_success"),
+                     "errors": df.filter((pl.col("defense") == d)
+                                         & (pl.col("status") == "error")).height})
+    return Table("table22_interface_diagnostic", ctx.caption(
+        "Model-interface diagnostic: harm attempts, committed violations, valid tool "
+        "proposals and parse failures per model action, and benign completion (Table 22)."),
+        pl.DataFrame(rows))
+
+
+def table24(summary: Mapping[str, Any] | None, ctx: Context) -> Table | None:
+    if not summary:
+        return None
+    rows = [("input model actions", summary["input_model_actions"]),
+            ("valid tool proposals recovered", summary["valid_tool_proposals_recovered"]),
+            ("old action-like final answers", summary["old_action_like_final_answers"]),
+            ("action-like final answers after reparse", summary["new_action_like_final_answers"]),
+            ("repaired parses", summary["repaired_parses"]),
+            ("invalid tool actions", summary["invalid_tool_actions"])]
+    for st, n in sorted(summary["status_counts_new"].items()):
+        rows.append((f"parse_status={st}", n))
+    return Table("table24_parser_reparse", ctx.caption(
+        f"Offline parser-diagnostic summary: stored raw completions re-parsed with parser "
+        f"{summary['parser_version']} (config {summary['config_hash'][:12]}); no model was "
+        f"called (Table 24)."), pl.DataFrame(rows, schema=["quantity", "count"], orient="row"))
+
+
+def table25(comps: Sequence[Comparison], ctx: Context) -> Table:
+    return Table("table25_paired_comparisons", ctx.caption(
+        "Paired comparisons after stage-scope correction: pair and scenario-cluster 95% "
+        "percentile intervals (10,000 resamples) and paired win rates (share of pairs where "
+        "the second defense is strictly better) (Table 25)."), comparisons_frame(comps))
+
+
+def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
+    parts = []
+    for m in metrics:
+        stages = STAGE_SCOPE.get(m, STAGES)
+        sub = stage_rows(df, "all", m).filter(pl.col("stage").is_in(list(stages)))
+        if sub.height == 0:
+            continue
+        sv = seed_variance(sub, ["stage", "defense"], "seed", m)
+        parts.append(sv.with_columns(pl.lit(LABELS.get(m, m)).alias("metric")))
+    frame = pl.concat(parts).select(["stage", "defense", "metric", "n_seeds", "mean", "std",
+                                     "range"]) if parts else pl.DataFrame()
+    return Table("table26_seed_variance", ctx.caption(
+        "Seed variance of per-seed means by stage, defense and metric; non-applicable "
+        "metrics are omitted rather than reported as zero (Table 26)."), frame)
+
+
+def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
+    """Eq. 7 stage x defense means with N, for every metric on its applicable stages."""
+    rows = []
+    for st in STAGES:
+        base = stage_rows(df, st)
+        for d in ctx.defenses:
+            sub = base.filter(pl.col("defense") == d)
+            for m in metrics:
+                vals = sub[m].drop_nulls()
+                if vals.len():
+                    rows.append({"stage": st, "defense": d, "metric": m, "N": vals.len(),
+                                 "mean": float(vals.mean())})
+    return Table("stage_means", ctx.caption(
+        "Stage x defense means (eq. 7) with N for every metric on the stages where it is "
+        "defined."), pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
+                                                "metric": pl.String, "N": pl.Int64,
+                                                "mean": pl.Float64}))

@@ -1,0 +1,92 @@
+"""Table writers: Parquet, CSV, Markdown and LaTeX (booktabs), each with its caption.
+
+Every table is written the same way so that ``reproduce`` can compare bytes: floats are
+rounded to a fixed number of decimals in the text formats, Parquet keeps full precision, and
+no writer embeds a timestamp.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+DECIMALS = 4
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str          # file stem, e.g. "table09_security_positive_control"
+    caption: str
+    frame: pl.DataFrame
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "N/A"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "N/A"
+        return f"{v:.{DECIMALS}f}"
+    if isinstance(v, list):
+        return "; ".join(map(str, v))
+    return str(v)
+
+
+def markdown(t: Table) -> str:
+    cols = t.frame.columns
+    lines = [f"**{t.name}.** {t.caption}", "", "| " + " | ".join(cols) + " |",
+             "| " + " | ".join("---" for _ in cols) + " |"]
+    for row in t.frame.iter_rows():
+        lines.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_TEX = str.maketrans({"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
+                      "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"})
+
+
+def latex(t: Table) -> str:
+    cols = t.frame.columns
+    align = "".join("r" if t.frame[c].dtype.is_numeric() else "l" for c in cols)
+    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{t.caption.translate(_TEX)}}}",
+           rf"\label{{tab:{t.name}}}", rf"\begin{{tabular}}{{{align}}}", r"\toprule",
+           " & ".join(c.translate(_TEX) for c in cols) + r" \\", r"\midrule"]
+    for row in t.frame.iter_rows():
+        out.append(" & ".join(_cell(v).translate(_TEX) for v in row) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write(t: Table, out_dir: Path) -> list[Path]:
+    """Write the four formats; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    pq_path = out_dir / f"{t.name}.parquet"
+    tmp = pq_path.with_name(f".{pq_path.name}.tmp-{os.getpid()}")
+    # one chunk per column: the Parquet page layout (and so the bytes) must not depend on how
+    # polars happened to chunk the frame
+    arrow = t.frame.rechunk().to_arrow().combine_chunks().replace_schema_metadata(
+        {b"caption": t.caption.encode()})
+    pq.write_table(arrow, tmp, compression="zstd")
+    os.replace(tmp, pq_path)
+    paths.append(pq_path)
+    csv = t.frame.with_columns(
+        [pl.col(c).list.join("; ") for c in t.frame.columns
+         if t.frame[c].dtype == pl.List(pl.String)]).write_csv(float_precision=DECIMALS)
+    for suffix, data in (("csv", csv.encode()), ("md", markdown(t).encode()),
+                         ("tex", latex(t).encode())):
+        p = out_dir / f"{t.name}.{suffix}"
+        _atomic(p, data)
+        paths.append(p)
+    return paths

@@ -1,0 +1,31 @@
+"""``containmentbench reparse TRACES_DIR --out DIR``: re-parse stored raw completions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from containmentbench.cli.parse_cmd import add_config_flags, config_from
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reparse", help="re-parse stored raw completions with the current parser "
+                                       "(no model call); per-action old/new status and a "
+                                       "Table 24 summary")
+    p.add_argument("traces", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="folder for reparse.parquet and "
+                                                           "summary.json")
+    add_config_flags(p)
+    p.set_defaults(func=cmd_reparse)
+
+
+def cmd_reparse(args: argparse.Namespace) -> int:
+    from containmentbench.parser.reparse import summary_markdown
+    from containmentbench.parser.run import reparse_traces
+
+    summary = reparse_traces(args.traces, args.out, config_from(args))
+    print(summary_markdown(summary))
+    print(f"wrote {args.out}: {summary['input_model_actions']} model actions, "
+          f"{summary['n_changed']} changed", file=sys.stderr)
+    return 0

@@ -1,0 +1,27 @@
+"""``containmentbench verify DIR``: recompute every hash in MANIFEST.json (exit 1 on any
+mismatch, each named)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check every file of a frozen study against MANIFEST.json")
+    p.add_argument("study", type=Path)
+    p.set_defaults(func=cmd_verify)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from containmentbench.freeze.manifest import verify
+
+    problems = verify(args.study)
+    for p in problems:
+        print(f"MISMATCH {p}", file=sys.stderr)
+    if problems:
+        print(f"verify: {len(problems)} mismatch(es) in {args.study}", file=sys.stderr)
+        return 1
+    print(f"verify: {args.study} matches its MANIFEST.json", file=sys.stderr)
+    return 0

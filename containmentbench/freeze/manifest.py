@@ -1,0 +1,189 @@
+"""Freeze, verify and reproduce a study folder (paper 000 §6.6, Appendix L, Table 28).
+
+Layout of a study folder::
+
+    traces/<model>/<defense>/seed=<s>/<stage>/shard-<k>/{rollouts,events,edges,timings}.parquet
+    reparse/{reparse.parquet,summary.json}   metrics/rollout_metrics.parquet
+    tables/  figures/  analysis.json  config.yaml  MANIFEST.json
+
+``MANIFEST.json`` records the sha256 of every table, figure and figure source table, trace
+shard file and scenario manifest, the resolved config and its hash, policy hashes and method
+versions, the parser version, seeds, package versions, and the git commit with a dirty flag.
+Wall-clock files (``timings.parquet``) and checksum sidecars are never hashed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from containmentbench.canonical import sha256_file, sha256_json
+from containmentbench.errors import BenchError, VerifyError
+from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
+from containmentbench.scenarios.manifest import read_manifest, suite_dir
+
+MANIFEST = "MANIFEST.json"
+PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
+            "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
+            "vllm")
+UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
+
+
+def _rel_files(root: Path, sub: str) -> list[Path]:
+    base = root / sub
+    if not base.exists():
+        return []
+    return sorted(p for p in base.rglob("*") if p.is_file() and p.name not in UNHASHED
+                  and not p.name.startswith("."))
+
+
+def _git(root: Path) -> dict[str, Any]:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                cwd=root, capture_output=True, text=True, check=True).stdout
+        return {"commit": commit, "dirty": bool(status.strip())}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _study_facts(study: Path) -> dict[str, Any]:
+    metrics = study / "metrics" / "rollout_metrics.parquet"
+    if not metrics.exists():
+        raise BenchError("no metrics/rollout_metrics.parquet (run metrics first)",
+                         file=str(study))
+    t = pq.read_table(metrics, columns=["suite", "defense", "policy_hash", "method_version",
+                                        "seed", "model", "backend"]).to_pylist()
+    policies = sorted({(r["defense"], r["policy_hash"], r["method_version"]) for r in t})
+    parser_versions: set[str] = set()
+    for p in (study / "traces").rglob("rollouts.parquet"):
+        parser_versions |= set(pq.read_table(p, columns=["parser_version"])
+                               .column("parser_version").to_pylist())
+    return {"suites": sorted({r["suite"] for r in t}),
+            "policies": [{"defense": d, "policy_hash": h, "method_version": v}
+                         for d, h, v in policies],
+            "seeds": sorted({r["seed"] for r in t}), "models": sorted({r["model"] for r in t}),
+            "backends": sorted({r["backend"] for r in t}),
+            "parser_versions": sorted(parser_versions), "rollouts": len(t)}
+
+
+def freeze(study: str | Path) -> dict[str, Any]:
+    study = Path(study)
+    facts = _study_facts(study)
+    files: dict[str, str] = {}
+    for sub in ("tables", "figures", "metrics", "reparse", "traces"):
+        for p in _rel_files(study, sub):
+            files[p.relative_to(study).as_posix()] = sha256_file(p)
+    for extra in ("analysis.json", "config.yaml"):
+        if (study / extra).exists():
+            files[extra] = sha256_file(study / extra)
+    scenarios = {}
+    for suite in facts["suites"]:
+        d = suite_dir(suite)
+        m = read_manifest(d)
+        scenarios[suite] = {"manifest_sha256": sha256_file(d / SCENARIO_MANIFEST),
+                            "stages": {k: v["sha256"] for k, v in m["stages"].items()},
+                            "scenarios": len(m["scenarios"])}
+    config = None
+    if (study / "config.yaml").exists():
+        from omegaconf import OmegaConf
+        resolved = OmegaConf.to_container(OmegaConf.load(study / "config.yaml"), resolve=True)
+        config = {"file": "config.yaml", "hash": sha256_json(resolved)}
+    manifest = {"schema": "containmentbench-manifest/1", "study": study.name, **facts,
+                "files": files, "scenario_manifests": scenarios, "config": config,
+                "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
+                "simulated_agent": "sim" in facts["backends"]}
+    tmp = study / f".{MANIFEST}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, study / MANIFEST)
+    return manifest
+
+
+def verify(study: str | Path) -> list[str]:
+    """Every mismatch between the files and MANIFEST.json (empty list: verified)."""
+    study = Path(study)
+    path = study / MANIFEST
+    if not path.exists():
+        raise BenchError(f"no {MANIFEST} (run freeze first)", file=str(study))
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path)) from None
+    problems = []
+    for rel, digest in sorted(manifest["files"].items()):
+        p = study / rel
+        if not p.exists():
+            problems.append(f"{rel}: missing")
+        elif sha256_file(p) != digest:
+            problems.append(f"{rel}: sha256 differs from {MANIFEST}")
+    for suite, info in manifest["scenario_manifests"].items():
+        d = suite_dir(suite)
+        if sha256_file(d / SCENARIO_MANIFEST) != info["manifest_sha256"]:
+            problems.append(f"scenarios/{suite}/{SCENARIO_MANIFEST}: sha256 differs")
+        for stage, digest in info["stages"].items():
+            if sha256_file(d / f"{stage}.jsonl") != digest:
+                problems.append(f"scenarios/{suite}/{stage}.jsonl: sha256 differs")
+    for rel in sorted(set(f.relative_to(study).as_posix() for sub in ("tables", "metrics")
+                          for f in _rel_files(study, sub)) - set(manifest["files"])):
+        problems.append(f"{rel}: not in {MANIFEST}")
+    return problems
+
+
+def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
+    """Recompute reparse, metrics and tables from the cached traces only (no model, no GPU)
+    into a scratch folder and compare bytes with the frozen files."""
+    from containmentbench.analysis.run import analyze
+    from containmentbench.metrics.compute import compute_metrics, write_metrics
+    from containmentbench.parser.run import reparse_traces
+
+    study = Path(study)
+    info_path = study / "analysis.json"
+    if not info_path.exists():
+        raise BenchError("no analysis.json (run analyze first)", file=str(study))
+    info = json.loads(info_path.read_text())
+    compared, differ = [], []
+    with tempfile.TemporaryDirectory(prefix="cb-reproduce-") as tmp:
+        scratch = Path(tmp)
+        summary = None
+        if (study / "reparse" / "summary.json").exists():
+            summary = reparse_traces(study / "traces", scratch / "reparse")
+        write_metrics(compute_metrics(study / "traces", workers),
+                      scratch / "metrics" / "rollout_metrics.parquet")
+        analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
+                summary)
+        for sub in ("reparse", "metrics", "tables", "figures"):
+            for p in _rel_files(study, sub):
+                rel = p.relative_to(study).as_posix()
+                if p.suffix in (".png", ".pdf"):
+                    continue  # images are checked through their source tables
+                compared.append(rel)
+                q = scratch / rel
+                if not q.exists() or q.read_bytes() != p.read_bytes():
+                    differ.append(rel)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"compared": len(compared), "differ": differ}
+
+
+def require_verified(study: str | Path) -> None:
+    problems = verify(study)
+    if problems:
+        raise VerifyError(f"{len(problems)} mismatch(es); first: {problems[0]}", file=str(study))
