@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--study", required=True, help="study name, passed as --config study=<study>")
     p.add_argument(
+        "--overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Hydra overrides of the study config, e.g. cluster=slurm backend=vllm "
+        "model=qwen2_5_7b_instruct (validated before anything is submitted)",
+    )
+    p.add_argument(
         "--profile",
         default=str(DEFAULT_PROFILE),
         help="Snakemake profile directory (default: slurm/profile)",
@@ -126,13 +134,27 @@ def snakemake_executable() -> str:
     )
 
 
+def check_study(args: argparse.Namespace) -> None:
+    """Compose and validate the study config here, so a bad key fails before submission."""
+    from containmentbench.config.compose import load_study
+    from containmentbench.errors import BenchError
+
+    try:
+        load_study([f"study={args.study}", *args.overrides])
+    except BenchError as exc:
+        raise UsageError(exc.render()) from None
+
+
 def build_command(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    config = [f"study={args.study}"]
+    if args.overrides:
+        config.append(f"overrides=[{','.join(args.overrides)}]")
     return [
         snakemake_executable(),
         "--profile",
         str(Path(args.profile).resolve()),
         "--config",
-        f"study={args.study}",
+        *config,
         *extra,
     ]
 
@@ -186,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(ours)
         validate(args)
+        check_study(args)
         cmd = build_command(args, extra)
     except UsageError as err:
         print(f"submit.py: error: {err}", file=sys.stderr)

@@ -17,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder (tables/, figures/)")
     p.add_argument("--analysis", default="default",
                    help="analysis config option name or YAML file (config/analysis/)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="resolved study config whose `analysis` section to use")
     p.add_argument("--reparse", type=Path, default=None,
                    help="reparse summary JSON to render Table 24")
     p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
@@ -27,7 +29,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
     from containmentbench.config.loader import load_option
 
-    cfg = load_option("analysis", args.analysis)
+    if args.config is not None:
+        from containmentbench.config.compose import read_resolved
+        cfg = read_resolved(args.config)["analysis"]
+    else:
+        cfg = load_option("analysis", args.analysis)
     if args.resamples is not None:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")

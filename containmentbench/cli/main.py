@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)
+        return int(exc.code or 0)
     try:
         rc = args.func(args)
     except BenchError as exc:

@@ -11,20 +11,27 @@ from typing import Any
 from containmentbench.errors import BenchError
 
 
-def add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", required=True, help="suite name or folder")
+def add_selection(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--suite", required=required, help="suite name or folder")
     p.add_argument("--stage", default=None, help="security | memory_recovery | active_tainted | "
                                                  "clean (default: all stages)")
     p.add_argument("--scenarios", default=None, help="comma-separated scenario ids (a block)")
-    p.add_argument("--out", type=Path, required=True, help="shard output folder")
+    p.add_argument("--out", type=Path, required=required, help="shard output folder")
     p.add_argument("--study", default="adhoc", help="study name recorded in the trace")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rollout", help="run one shard: scenarios x one defense x seed x model")
-    add_selection(p)
-    p.add_argument("--defense", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    p = sub.add_parser("rollout", help="run one shard: scenarios x one defense x seed x model",
+                       description="Either give --suite/--defense/--seed/--backend/--model "
+                                   "directly, or --study-config (a resolved study config) and "
+                                   "--shard (a shard id of that study).")
+    add_selection(p, required=False)
+    p.add_argument("--defense")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--study-config", type=Path, default=None,
+                   help="resolved study config (results/<study>/config.yaml)")
+    p.add_argument("--shard", default=None, help="shard id, e.g. sim-default/none/seed=1/"
+                                                 "security/shard-000")
     p.add_argument("--backend", default="sim", help="sim | vllm | openai | hf | scripted")
     p.add_argument("--model", default="sim", help="model id or path (label for sim)")
     p.add_argument("--sim-profile", default="default", help="sim profile name or YAML file")
@@ -87,33 +94,86 @@ def run_and_write(scenarios: list[Any], policy: Any, backend: Any, ctx: Any, cfg
     return {"rollouts": len(eps), "actions": n_actions, "seconds": dt, "status": status}
 
 
+def _from_study(args: argparse.Namespace) -> dict[str, Any]:
+    from containmentbench.config.compose import read_resolved
+    from containmentbench.pipeline.plan import model_label, shard_by_id, shard_dir
+
+    if not args.shard:
+        raise BenchError("--study-config needs --shard", field="shard")
+    data = read_resolved(args.study_config)
+    shard = shard_by_id(data, args.shard)
+    b = data["backend"]
+    options = dict(b.get("options") or {})
+    if b["name"] in ("vllm", "hf"):
+        options.setdefault("max_model_len", data["model"]["max_model_len"])
+        options.setdefault("dtype", data["model"]["dtype"])
+    if b["name"] == "sim":
+        options.setdefault("profile", data["model"]["sim_profile"])
+    return {"suite": data["study"]["suite"], "stage": shard.stage,
+            "scenarios": ",".join(shard.scenario_ids), "defense": shard.defense,
+            "seed": shard.seed, "backend": b["name"],
+            "model": data["model"]["path"] or data["model"]["name"],
+            "label": model_label(data), "study": data["study"]["name"], "options": options,
+            "max_tokens": b["max_tokens"], "temperature": b["temperature"],
+            "window": b["window"], "runtime": data["runtime"],
+            "defenses": data["defenses"],
+            "out": args.out or shard_dir(data, shard)}
+
+
+def _from_args(args: argparse.Namespace) -> dict[str, Any]:
+    for name in ("suite", "out", "defense", "seed"):
+        if getattr(args, name) is None:
+            raise BenchError(f"--{name} is required (or use --study-config and --shard)",
+                             field=name)
+    options = parse_options(args.option)
+    if args.backend == "sim":
+        options.setdefault("profile", args.sim_profile)
+    label = args.model
+    if args.backend == "sim" and args.model == "sim":
+        from containmentbench.models.sim import load_profile
+        label = f"sim:{load_profile(options['profile']).name}"
+    return {"suite": args.suite, "stage": args.stage, "scenarios": args.scenarios,
+            "defense": args.defense, "seed": args.seed, "backend": args.backend,
+            "model": args.model, "label": label, "study": args.study, "options": options,
+            "max_tokens": args.max_tokens, "temperature": args.temperature,
+            "window": args.window, "runtime": {"max_steps": args.max_steps},
+            "defenses": None, "out": args.out}
+
+
+def _clean_stale(out: Path) -> None:
+    """Remove temporary folders a killed run of this shard left behind."""
+    import shutil
+
+    for stale in out.parent.glob(f".{out.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
     from containmentbench.models.base import BackendConfig, make_backend
     from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
-    scen = select(args.suite, args.stage, args.scenarios)
-    policy = load_policy(args.defense)
-    options = parse_options(args.option)
-    profile = None
-    if args.backend == "sim":
-        options.setdefault("profile", args.sim_profile)
-        from containmentbench.models.sim import load_profile
-        profile = load_profile(options["profile"]).name
-    backend = make_backend(BackendConfig(name=args.backend, model=args.model,
-                                         max_tokens=args.max_tokens,
-                                         temperature=args.temperature, options=options))
-    model = f"sim:{profile}" if args.backend == "sim" and args.model == "sim" else args.model
-    ctx = ShardContext(args.study, model, args.backend, args.defense, args.seed, profile)
-    cfg = RuntimeConfig(max_steps=args.max_steps, max_tokens=args.max_tokens,
-                        temperature=args.temperature)
+    r = _from_study(args) if args.study_config else _from_args(args)
+    scen = select(r["suite"], r["stage"], r["scenarios"])
+    policy = load_policy(r["defense"], r["defenses"])
+    profile = r["options"].get("profile") if r["backend"] == "sim" else None
+    cfg = RuntimeConfig(max_tokens=r["max_tokens"], temperature=r["temperature"],
+                        **{k: v for k, v in r["runtime"].items()
+                           if k in RuntimeConfig.__dataclass_fields__})
+    backend = make_backend(BackendConfig(name=r["backend"], model=r["model"],
+                                         max_tokens=r["max_tokens"],
+                                         temperature=r["temperature"], options=r["options"]))
+    ctx = ShardContext(r["study"], r["label"], r["backend"], r["defense"], int(r["seed"]),
+                       profile)
+    out = Path(r["out"])
+    _clean_stale(out)
     try:
-        res = run_and_write(scen, policy, backend, ctx, cfg, args.out, args.window, args.quiet)
+        res = run_and_write(scen, policy, backend, ctx, cfg, out, r["window"], args.quiet)
     finally:
         backend.close()
     label = " [simulated agent: harness validation, not a model result]" \
-        if args.backend == "sim" else ""
-    print(f"wrote {args.out}: {res['rollouts']} rollouts, {res['actions']} actions in "
+        if r["backend"] == "sim" else ""
+    print(f"wrote {out}: {res['rollouts']} rollouts, {res['actions']} actions in "
           f"{res['seconds']:.2f} s, status {res['status']}{label}", file=sys.stderr)
     return 0

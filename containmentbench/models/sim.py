@@ -116,9 +116,19 @@ class SimBackend:
     seed_supported = True
 
     def __init__(self, config: BackendConfig) -> None:
+        unknown = sorted(set(config.options) - {"profile", "latency_ms"})
+        if unknown:
+            raise BenchError(f"unknown sim backend option '{unknown[0]}'",
+                             field=f"backend.options.{unknown[0]}")
         self.profile = load_profile(config.options.get("profile", "default"))
+        # emulated provider latency per batch call (orchestration tests: a job that is
+        # still running when it is cancelled); never changes any trace content
+        self.latency_s = float(config.options.get("latency_ms", 0)) / 1000.0
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        if self.latency_s:
+            import time
+            time.sleep(self.latency_s)
         return [self._act(r) for r in requests]
 
     def close(self) -> None:

@@ -1,0 +1,42 @@
+# ContainmentBench: scenarios -> rollout shards -> reparse -> metrics -> analysis -> freeze.
+#
+#   snakemake --cores 2 --config study=full_main                     (laptop, sim agent)
+#   snakemake --profile slurm/profile --config study=full_main \
+#       overrides=[cluster=slurm,backend=vllm,model=qwen2_5_7b_instruct]   (Slurm, vLLM)
+#   snakemake reproduce --cores 2 --config study=full_main           (tables from cached traces)
+#
+# The study is composed with Hydra (config/) and validated before anything runs; path and
+# shard logic live in containmentbench.pipeline (unit-tested), every rule calls the CLI.
+import os
+import sys
+
+from snakemake.utils import min_version
+
+from containmentbench.pipeline.snake import setup
+
+min_version("9.0")
+
+
+envvars:
+    "PATH",
+
+
+S = setup(config, main_process=workflow.is_main_process, dryrun=workflow.dryrun)
+# rules call the `containmentbench` console script of the interpreter running Snakemake
+_BIN = os.path.dirname(sys.executable)
+os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+include: "workflow/rules/scenarios.smk"
+include: "workflow/rules/rollout.smk"
+include: "workflow/rules/reparse.smk"
+include: "workflow/rules/metrics.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/freeze.smk"
+include: "workflow/rules/reproduce.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        S.path("MANIFEST.json"),

@@ -1,0 +1,169 @@
+"""Compose, validate, hash and save the study configuration (Hydra Compose API).
+
+Used by the CLI (``containmentbench config ...``, ``rollout --study-config``) and by the
+Snakefile, so one composition decides what Snakemake fans out. Errors become one line naming
+the key (exit 2) before any job is submitted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from containmentbench.canonical import sha256_json
+from containmentbench.config.loader import config_dir
+from containmentbench.errors import BenchError
+
+STAGES = ("security", "memory_recovery", "active_tainted", "clean")
+BACKENDS = ("sim", "vllm", "openai", "hf", "scripted")
+EXECUTORS = ("local", "slurm")
+
+
+
+def _hydra_error(exc: Exception) -> BenchError:
+    """One line naming the key from a Hydra/OmegaConf composition or validation error."""
+    parts = [" ".join(str(exc).split()) or type(exc).__name__]
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and len(parts) < 4:
+        parts.append(" ".join(str(cause).split()) or type(cause).__name__)
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(parts)
+    key = None
+    for pat in (r"Error merging override ([\w.\[\]]+)=", r"Could not override '([^']+)'",
+                r"full_key: ([\w.\[\]]+)", r"Key '([^']+)' (?:is )?not in",
+                r"Could not find '([^'/]+)/"):
+        m = re.search(pat, text)
+        if m:
+            key = m.group(1)
+            break
+    reason = parts[-1] if len(parts) > 1 else parts[0]
+    for marker in ("Value '", "Key '", "Could not override", "Could not find",
+                   "Could not append", "Could not delete"):
+        i = text.find(marker)
+        if i >= 0:
+            reason = text[i:]
+            break
+    reason = re.split(r" full_key:| object_type=| Config search path| Available options",
+                      reason)[0].strip()
+    return BenchError(f"invalid configuration: {reason}", field=key)
+
+
+def compose(overrides: Sequence[str] = (), directory: str | Path | None = None) -> Any:
+    """The composed (unresolved) DictConfig for ``overrides``."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from containmentbench.config.schema import register
+
+    register()
+    GlobalHydra.instance().clear()
+    d = Path(directory) if directory else config_dir()
+    try:
+        with initialize_config_dir(config_dir=str(d.resolve()), version_base=None):
+            return hcompose(config_name="config", overrides=list(overrides))
+    except BenchError:
+        raise
+    except Exception as exc:  # hydra/omegaconf composition and validation errors
+        raise _hydra_error(exc) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _is_local_path(p: str) -> bool:
+    return p.startswith(("/", "./", "../", "~"))
+
+
+def validate(cfg: Any) -> dict[str, Any]:
+    """Semantic checks; returns the resolved config as plain data."""
+    from omegaconf import OmegaConf
+
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except Exception as exc:
+        raise _hydra_error(exc) from None
+    study, model, backend = data["study"], data["model"], data["backend"]
+    if not study["seeds"]:
+        raise BenchError("a study needs at least one seed", field="study.seeds")
+    if not study["defenses"]:
+        raise BenchError("a study needs at least one defense", field="study.defenses")
+    for i, st in enumerate(study["stages"]):
+        if st not in STAGES:
+            raise BenchError(f"unknown stage '{st}' (known: {', '.join(STAGES)})",
+                             field=f"study.stages[{i}]")
+    for i, d in enumerate(study["defenses"]):
+        if d not in data["defenses"]:
+            raise BenchError(f"defense '{d}' has no configuration in the defenses group",
+                             field=f"study.defenses[{i}]")
+    if study["shard_size"] < 1:
+        raise BenchError("must be >= 1", field="study.shard_size")
+    if backend["name"] not in BACKENDS:
+        raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
+                         field="backend.name")
+    if backend["name"] in ("vllm", "hf"):
+        path = model.get("path")
+        if not path:
+            raise BenchError(f"backend {backend['name']} needs a model path", field="model.path")
+        if _is_local_path(path) and not Path(os.path.expanduser(path)).exists():
+            raise BenchError(f"model path '{path}' does not exist", field="model.path")
+    if backend["name"] == "sim" and model["name"] != "sim":
+        raise BenchError("the sim backend runs the simulated agent; use model=sim",
+                         field="model.name")
+    if data["cluster"]["executor"] not in EXECUTORS:
+        raise BenchError(f"unknown executor '{data['cluster']['executor']}'",
+                         field="cluster.executor")
+    a = data["analysis"]
+    for key in ("resamples", "confidence", "seed", "max_batch_elements", "comparisons",
+                "sweep", "zero_event", "divergence", "stage_contribution", "sensitivity",
+                "attribution", "seed_variance"):
+        if key not in a:
+            raise BenchError("missing", field=f"analysis.{key}")
+    if not isinstance(a["resamples"], int) or a["resamples"] < 1:
+        raise BenchError("must be a positive integer", field="analysis.resamples")
+    if not 0 < float(a["confidence"]) < 1:
+        raise BenchError("must be in (0, 1)", field="analysis.confidence")
+    return data
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    return sha256_json(data)
+
+
+def load_study(overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Compose + validate; also checks that the study has at least one shard."""
+    data = validate(compose(overrides))
+    from containmentbench.pipeline.plan import shards
+
+    if not shards(data):
+        raise BenchError(f"study '{data['study']['name']}' has zero shards (no scenarios in "
+                         f"the selected stages)", field="study.stages")
+    return data
+
+
+def save_resolved(data: dict[str, Any], path: str | Path) -> bool:
+    """Write the resolved config (YAML) and its hash beside the outputs; only rewrites the
+    file when its content changes (so file times stay meaningful). Returns True if written."""
+    import yaml
+
+    path = Path(path)
+    text = "# resolved containmentbench config; sha256 of its canonical JSON:\n" \
+        f"# {config_hash(data)}\n" + yaml.safe_dump(data, sort_keys=True)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def read_resolved(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise BenchError("resolved config not found", file=str(path))
+    return yaml.safe_load(path.read_text())

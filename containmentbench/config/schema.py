@@ -1,0 +1,103 @@
+"""Structured config schemas (dataclasses) registered in Hydra's ConfigStore.
+
+YAML files under ``config/`` only set values; types, allowed keys and required fields live
+here, so a wrong type or an unknown key fails at composition (style: Hydra structured
+configs). Semantic checks that types cannot express (a stage name, a defense that exists, a
+model folder that is missing, a study with zero shards) are in
+:func:`containmentbench.config.compose.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class StudyConfig:
+    name: str = MISSING
+    suite: str = MISSING
+    stages: list[str] = field(default_factory=lambda: ["security", "memory_recovery",
+                                                       "active_tainted", "clean"])
+    defenses: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    shard_size: int = 200               # scenarios per rollout job (a block of one stage)
+    scenarios: list[str] = field(default_factory=list)  # optional subset of scenario ids
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING                 # label used in paths and tables
+    path: str | None = None             # local folder or hub id (vllm/hf) / served model name
+    max_model_len: int = 8192
+    dtype: str = "auto"
+    sim_profile: str = "default"        # only for the sim backend
+
+
+@dataclass
+class BackendSettings:
+    name: str = MISSING                 # sim | vllm | openai | hf | scripted
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    window: int = 512                   # episodes in flight (lockstep batch)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DefenseConfig:
+    name: str = MISSING
+    method_version: str = MISSING
+    family: str = MISSING
+    prompt_guidance: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RuntimeSettings:
+    max_steps: int = 60
+    max_agent_turns: int = 24
+    max_consecutive_errors: int = 3
+    max_calls_per_turn: int = 1
+
+
+@dataclass
+class ClusterConfig:
+    name: str = MISSING
+    executor: str = "local"             # local | slurm
+    cores: int = 2                      # local cores for snakemake
+    partition: str | None = None
+    cpu_partition: str | None = None
+    account: str | None = None
+    gpu_type: str | None = None
+    gpus_per_job: int = 0
+    cpus_per_gpu_job: int = 8
+    mem_mb_gpu_job: int = 32000
+    runtime_min_gpu_job: int = 240
+    mem_mb_cpu_job: int = 2000
+    runtime_min_cpu_job: int = 30
+    metrics_workers: int = 2
+
+
+@dataclass
+class RootConfig:
+    study: StudyConfig = field(default_factory=StudyConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    backend: BackendSettings = field(default_factory=BackendSettings)
+    defenses: dict[str, DefenseConfig] = field(default_factory=dict)
+    analysis: dict[str, Any] = field(default_factory=dict)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    results_dir: str = "results"
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="root_schema", node=RootConfig)
+    cs.store(group="study", name="study_schema", node=StudyConfig, package="study")
+    cs.store(group="model", name="model_schema", node=ModelConfig, package="model")
+    cs.store(group="backend", name="backend_schema", node=BackendSettings, package="backend")
+    cs.store(group="cluster", name="cluster_schema", node=ClusterConfig, package="cluster")

@@ -1,0 +1,2 @@
+"""Pipeline planning: shards, paths and status for the Snakemake DAG (unit-tested here,
+not in the Snakefile)."""

@@ -1,0 +1,61 @@
+"""The Snakemake DAG: lint-clean, validated config before anything runs, and the cluster dry
+run of full_main with vLLM on Slurm (GPU resources on rollout jobs only, expected count)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def _run(tmp_path, *args):
+    return subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cluster_dry_run_gpu_on_rollouts_only(tmp_path):
+    res = _run(tmp_path, "-n", "--config", "study=full_main",
+               f"overrides=[cluster=slurm,backend=vllm,model=qwen2_5_7b_instruct,"
+               f"results_dir={tmp_path}/results]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout + res.stderr
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M))
+    assert counts["rollout"] == "140" and counts["total"] == "146"
+    blocks = re.split(r"\n(?=rule |localrule )", out)
+    seen = {"rollout": 0, "other": 0}
+    for b in blocks:
+        m = re.match(r"(?:local)?rule (\w+):", b)
+        if not m:
+            continue
+        res_line = re.search(r"resources: (.*)", b)
+        resources = res_line.group(1) if res_line else ""
+        if m.group(1) == "rollout":
+            seen["rollout"] += 1
+            assert "gres=gpu:h100:1" in resources and "slurm_partition=gpu" in resources
+            assert "mem_mb=64000" in resources and "runtime=240" in resources
+        else:
+            seen["other"] += 1
+            assert "gres" not in resources and "gpu=" not in resources
+    assert seen["rollout"] == 140 and seen["other"] >= 5
+
+
+def test_bad_config_fails_before_any_job(tmp_path):
+    res = _run(tmp_path, "-n", "--config", "study=smoke", "overrides=[study.shard_size=abc]")
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == ["containmentbench: error: field 'study.shard_size': invalid "
+                     "configuration: Value 'abc' of type 'str' could not be converted to "
+                     "Integer"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_lint_is_clean(tmp_path):
+    res = _run(tmp_path, "--lint", "--config", "study=smoke",
+               f"overrides=[results_dir={tmp_path}/results]")
+    assert res.returncode == 0
+    assert "Congratulations" in res.stdout + res.stderr

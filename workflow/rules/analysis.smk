@@ -1,0 +1,17 @@
+rule analysis:
+    input:
+        metrics=rules.metrics.output,
+        reparse=rules.reparse.output.summary,
+    output:
+        S.path("analysis.json"),
+    log:
+        S.path("logs", "analysis.log"),
+    params:
+        config=S.config_path,
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} --reparse {input.reparse} > {log} 2>&1"

@@ -1,0 +1,17 @@
+rule reparse:
+    input:
+        S.all_shard_outputs(),
+    output:
+        summary=S.path("reparse", "summary.json"),
+        actions=S.path("reparse", "reparse.parquet"),
+    log:
+        S.path("logs", "reparse.log"),
+    params:
+        traces=lambda w, input: S.traces_root(input),
+        out=lambda w, output: os.path.dirname(output.summary),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench reparse {params.traces} --out {params.out} > {log} 2>&1"

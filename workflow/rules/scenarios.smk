@@ -1,0 +1,13 @@
+rule scenarios:
+    output:
+        S.path("scenarios", f"{S.suite}.check.json"),
+    log:
+        S.path("logs", "scenarios.log"),
+    params:
+        suite=S.suite,
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench scenarios check --suite {params.suite} --json > {output} 2> {log}"
