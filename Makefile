@@ -4,13 +4,15 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q -c constraints.txt
-JOBS   ?= 2
+CORES  ?= 2
+STUDY  ?= full_main
 
-.PHONY: run test lint bench clean-results help
+.PHONY: run test deps lint bench help
 
 help:
-	@echo "make run   - run the full_main study with the simulated agent (sim backend)"
-	@echo "make test  - run the test suite"
+	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables"
+	@echo "make test  - the test suite"
+	@echo "make bench - the benchmarks under bench/ (figures printed as ratios)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,13 +28,27 @@ $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
 	$(PIP) -e ".[pipeline,hf,openai,dev]"
 	@touch $@
 
+deps: $(VENV)/.test-deps
+
 run: $(VENV)/.run-deps
-	$(BIN)/containmentbench scenarios generate --suite full_main --out scenarios/full_main
-	$(BIN)/containmentbench scenarios check --suite full_main
+	$(BIN)/snakemake --cores $(CORES) --config study=$(STUDY)
+	$(BIN)/containmentbench verify results/$(STUDY)
+	@echo "[simulated agent (sim backend): harness-validation figures, not model results]"
+	@echo "tables:   results/$(STUDY)/tables/   (Markdown, CSV, LaTeX, Parquet)"
+	@echo "figures:  results/$(STUDY)/figures/"
+	@echo "manifest: results/$(STUDY)/MANIFEST.json   (containmentbench verify results/$(STUDY))"
 
 test: $(VENV)/.test-deps
-	$(BIN)/ruff check containmentbench tests bench
+	$(BIN)/ruff check containmentbench tests bench slurm
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.test-deps
-	$(BIN)/ruff check containmentbench tests bench
+	$(BIN)/ruff check containmentbench tests bench slurm
+	$(BIN)/snakemake --lint --config study=smoke
+
+bench: $(VENV)/.test-deps
+	$(BIN)/python bench/rollout_throughput.py
+	$(BIN)/python bench/bootstrap_speed.py
+	$(BIN)/python bench/analysis_speed.py
+	$(BIN)/python bench/cim_gateway_overhead.py
+	$(BIN)/python bench/cim_scale.py

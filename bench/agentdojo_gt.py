@@ -19,7 +19,7 @@ def main() -> None:
 
     suite = get_suite(sys.argv[1] if len(sys.argv) > 1 else "v1.2", "workspace")
     tasks = list(suite.user_tasks.values())
-    per_task, steps = [], []
+    per_task, steps, solved = [], [], 0
     for t in tasks[:2]:  # warm-up (imports, YAML caches)
         suite.run_task_with_pipeline(GroundTruthPipeline(t), t, None, {})
     for t in tasks:
@@ -28,10 +28,11 @@ def main() -> None:
         t0 = time.perf_counter()
         utility, _ = suite.run_task_with_pipeline(GroundTruthPipeline(t), t, None, {})
         per_task.append(time.perf_counter() - t0)
+        solved += bool(utility)
     print(json.dumps({"tasks": len(tasks), "mean_s": statistics.fmean(per_task),
                       "median_s": statistics.median(per_task),
                       "steps_mean": statistics.fmean(steps), "total_steps": sum(steps),
-                      "total_s": sum(per_task)}))
+                      "total_s": sum(per_task), "ground_truth_solved": solved}))
 
 
 if __name__ == "__main__":

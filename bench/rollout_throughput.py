@@ -88,8 +88,8 @@ def agentdojo() -> dict | None:
 
 
 def full(workers: int) -> dict:
-    from containmentbench.pipeline.plan import shards
     from containmentbench.config.compose import load_study
+    from containmentbench.pipeline.plan import shards
 
     data = load_study(["study=full_main"])
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:

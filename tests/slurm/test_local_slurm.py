@@ -148,7 +148,9 @@ def test_submit_dry_run_prints_command() -> None:
             sys.executable,
             str(SUBMIT),
             "--study",
-            "toy",
+            "smoke",
+            "--overrides",
+            "cluster=slurm_local",
             "--profile",
             str(CI_PROFILE),
             "--partition",
@@ -167,7 +169,8 @@ def test_submit_dry_run_prints_command() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     command = next(line for line in proc.stdout.splitlines() if line.startswith("command:"))
-    assert f"snakemake --profile {CI_PROFILE} --config study=toy --forcerun rollout" in command
+    assert (f"snakemake --profile {CI_PROFILE} --config study=smoke "
+            f"'overrides=[cluster=slurm_local]' --forcerun rollout") in command
     assert "slurm_partition=debug" in proc.stdout
     assert "timeout_min=30" in proc.stdout
     assert "nothing submitted" in proc.stdout
@@ -175,7 +178,7 @@ def test_submit_dry_run_prints_command() -> None:
 
 def test_submit_bad_arguments_exit_2() -> None:
     proc = subprocess.run(
-        [sys.executable, str(SUBMIT), "--study", "toy", "--time-min", "0", "--dry-run"],
+        [sys.executable, str(SUBMIT), "--study", "smoke", "--time-min", "0", "--dry-run"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -184,3 +187,17 @@ def test_submit_bad_arguments_exit_2() -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "--time-min" in proc.stderr
+
+
+def test_submit_bad_study_config_exit_2_before_submission() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SUBMIT), "--study", "smoke", "--overrides", "study.seeds=x",
+         "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "study.seeds" in proc.stderr and "nothing submitted" not in proc.stdout
