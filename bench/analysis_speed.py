@@ -51,7 +51,7 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
         "scenario_id": np.char.add("s", sid.astype(str)), "cluster_id":
         np.char.add("s", sid.astype(str)), "stage": stage, "domain": "email",
         "topology": "single", "memory_mode": "session", "carrier": "tool_result",
-        "attack_goal": None, "study": "synthetic", "suite": "synthetic", "model": "sim:default",
+        "attack_goal": "wrong_recipient", "study": "synthetic", "suite": "synthetic", "model": "sim:default",
         "backend": "sim", "agent_profile": "default", "defense": defense, "policy_hash": "h",
         "method_version": "1", "seed": seed_col, "status": "ok",
         "committed_harm": (none & (rng.random(n) < 0.3)).astype(np.int32),

@@ -60,6 +60,19 @@ def _pooled(sub: pl.DataFrame, num: str, den: str) -> float | None:
     return float(sub[num].drop_nulls().sum() / d) if d else None
 
 
+def _per_defense(df: pl.DataFrame, stage: str, ctx: Context,
+                 columns: Mapping[str, str]) -> pl.DataFrame:
+    """One row per defense present in the stage: N and the mean of each metric (eq. 7)."""
+    base = stage_rows(df, stage)
+    rows = []
+    for d in ctx.defenses:
+        sub = base.filter(pl.col("defense") == d)
+        if sub.height:
+            rows.append({"defense": d, "N": sub.height,
+                         **{label: _mean(sub, m) for label, m in columns.items()}})
+    return pl.DataFrame(rows)
+
+
 def table03(df: pl.DataFrame, ctx: Context) -> Table:
     rows = []
     for st in STAGES:
@@ -75,19 +88,12 @@ def table03(df: pl.DataFrame, ctx: Context) -> Table:
 
 
 def table09(df: pl.DataFrame, ctx: Context) -> Table:
-    sec = stage_rows(df, "security")
-    rows = []
-    for d in ctx.defenses:
-        sub = sec.filter(pl.col("defense") == d)
-        if sub.height:
-            rows.append({"defense": d, "N": sub.height,
-                         "policy_violation": _mean(sub, "committed_harm"),
-                         "wrong_recipient": _mean(sub, "wrong_recipient"),
-                         "secret_leak": _mean(sub, "secret_leakage"),
-                         "logged_spread": _mean(sub, "blast_radius_norm")})
+    frame = _per_defense(df, "security", ctx, {
+        "policy_violation": "committed_harm", "wrong_recipient": "wrong_recipient",
+        "secret_leak": "secret_leakage", "logged_spread": "blast_radius_norm"})
     return Table("table09_security_positive_control", ctx.caption(
         "Security-stage positive control and policy outcomes; N is security scenarios x "
-        "seeds per defense (Table 9)."), pl.DataFrame(rows))
+        "seeds per defense (Table 9)."), frame)
 
 
 def table11(df: pl.DataFrame, ctx: Context) -> Table:
@@ -183,35 +189,22 @@ def table14(sens: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
 
 
 def table15(df: pl.DataFrame, ctx: Context) -> Table:
-    mem = stage_rows(df, "memory_recovery")
-    rows = []
-    for d in ctx.defenses:
-        sub = mem.filter(pl.col("defense") == d)
-        if sub.height:
-            rows.append({"defense": d, "N": sub.height,
-                         "reinfection": _mean(sub, "memory_reinfection"),
-                         "recovery": _mean(sub, "recovery_success"),
-                         "rollback": _mean(sub, "rollback_count"),
-                         "confirmations": _mean(sub, "confirmation_burden"),
-                         "logged_spread": _mean(sub, "blast_radius_norm")})
+    frame = _per_defense(df, "memory_recovery", ctx, {
+        "reinfection": "memory_reinfection", "recovery": "recovery_success",
+        "rollback": "rollback_count", "confirmations": "confirmation_burden",
+        "logged_spread": "blast_radius_norm"})
     return Table("table15_memory_recovery", ctx.caption(
         "Memory/recovery-stage instrumentation: reinfection, recovery objective, rollbacks and "
-        "confirmations per rollout, and logged spread (Table 15)."), pl.DataFrame(rows))
+        "confirmations per rollout, and logged spread (Table 15)."), frame)
 
 
 def table17(df: pl.DataFrame, ctx: Context) -> Table:
-    sec = stage_rows(df, "security")
-    rows = []
-    for d in ctx.defenses:
-        sub = sec.filter(pl.col("defense") == d)
-        if sub.height:
-            rows.append({"defense": d, "N": sub.height,
-                         "harm_attempt": _mean(sub, "harm_attempt"),
-                         "committed_violation": _mean(sub, "committed_harm"),
-                         "wrong_recipient": _mean(sub, "wrong_recipient")})
+    frame = _per_defense(df, "security", ctx, {
+        "harm_attempt": "harm_attempt", "committed_violation": "committed_harm",
+        "wrong_recipient": "wrong_recipient"})
     return Table("table17_policy_aware_stress", ctx.caption(
         "Bounded policy-aware stress slice: harm attempts (a proposal that would violate "
-        "policy), committed violations and wrong recipients (Table 17)."), pl.DataFrame(rows))
+        "policy), committed violations and wrong recipients (Table 17)."), frame)
 
 
 def table22(df: pl.DataFrame, ctx: Context) -> Table:
