@@ -15,13 +15,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
+import matplotlib.pyplot as plt
+import polars as pl
 
-from containmentbench.analysis.bootstrap import cluster_bootstrap  # noqa: E402
-from containmentbench.analysis.paired import Settings, stage_rows  # noqa: E402
-from containmentbench.analysis.tables import SIM_NOTE, Context  # noqa: E402
-from containmentbench.analysis.writers import Table  # noqa: E402
+from containmentbench.analysis.bootstrap import cluster_bootstrap
+from containmentbench.analysis.paired import Settings, stage_rows
+from containmentbench.analysis.tables import SIM_NOTE, Context
+from containmentbench.analysis.writers import Table
 
 _META_PNG = {"Software": None}
 _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
