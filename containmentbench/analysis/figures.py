@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from containmentbench.analysis.bootstrap import cluster_bootstrap
+from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
@@ -72,8 +73,8 @@ def fig03(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figur
 def fig04(df: pl.DataFrame, ctx: Context) -> tuple[Table, plt.Figure]:
     ok = stage_rows(df, "all")
     rows = [{"defense": d,
-             "policy_violation": float(ok.filter(pl.col("defense") == d)["committed_harm"].mean()),
-             "logged_spread": float(ok.filter(pl.col("defense") == d)["blast_radius_norm"].mean())}
+             "policy_violation": fmean(ok.filter(pl.col("defense") == d)["committed_harm"]),
+             "logged_spread": fmean(ok.filter(pl.col("defense") == d)["blast_radius_norm"])}
             for d in ctx.defenses if ok.filter(pl.col("defense") == d).height]
     src = pl.DataFrame(rows)
     fig, ax = plt.subplots(figsize=(5, 4))
@@ -98,7 +99,7 @@ def fig05(df: pl.DataFrame, ctx: Context, a: str, b: str) -> tuple[Table, plt.Fi
         vals = {}
         for d in (a, b):
             sub = base.filter(pl.col("defense") == d)
-            vals[d] = float(sub[metric].mean()) if sub.height else None
+            vals[d] = fmean(sub[metric]) if sub.height else None
         rows.append({"observable": f"{metric} [{stage}]", a: vals[a], b: vals[b]})
     src = pl.DataFrame(rows, schema={"observable": pl.String, a: pl.Float64, b: pl.Float64})
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -121,9 +122,9 @@ def fig06(df: pl.DataFrame, ctx: Context) -> tuple[Table, plt.Figure]:
     for d in ctx.defenses:
         sub = mem.filter(pl.col("defense") == d)
         if sub.height:
-            rows.append({"defense": d, "reinfection": float(sub["memory_reinfection"].mean()),
-                         "recovery": float(sub["recovery_success"].mean()),
-                         "rollback": float(sub["rollback_count"].mean())})
+            rows.append({"defense": d, "reinfection": fmean(sub["memory_reinfection"]),
+                         "recovery": fmean(sub["recovery_success"]),
+                         "rollback": fmean(sub["rollback_count"])})
     src = pl.DataFrame(rows, schema={"defense": pl.String, "reinfection": pl.Float64,
                                      "recovery": pl.Float64, "rollback": pl.Float64})
     fig, ax = plt.subplots(figsize=(7, 3.6))

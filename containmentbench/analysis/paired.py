@@ -22,6 +22,7 @@ from containmentbench.analysis.bootstrap import (
     win_rate,
     zero_event_bounds,
 )
+from containmentbench.analysis.exact import fmean
 from containmentbench.canonical import stable_int
 from containmentbench.metrics.schema import PROJECTION
 
@@ -133,8 +134,8 @@ def compare(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
     clusters = p["cluster_id"].to_list()
     ci = cluster_bootstrap(d, clusters, n_resamples=s.resamples, confidence=s.confidence,
                            seed=s.seed_for("cluster", *key), batch=s.batch(len(set(clusters))))
-    return Comparison(a, b, metric, stage, n, float(va.mean()), float(vb.mean()),
-                      float(d.mean()), pi, ci, win_rate(va, vb, higher_is_better(metric)))
+    return Comparison(a, b, metric, stage, n, fmean(va), fmean(vb), fmean(d), pi, ci,
+                      win_rate(va, vb, higher_is_better(metric)))
 
 
 def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
@@ -223,7 +224,7 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
         sb = base.filter((pl.col("defense") == b) & (pl.col("stage") == st))
         if sa.height == 0:
             continue
-        ma, mb = float(sa[metric].mean()), float(sb[metric].mean()) if sb.height else None
+        ma, mb = fmean(sa[metric]), fmean(sb[metric]) if sb.height else None
         gap = (sa.height / n_total) * (ma - mb) if mb is not None else None
         rows.append({"stage": st, "n_per_defense": sa.height, "mean_a": ma, "mean_b": mb,
                      "weighted_gap": gap})
@@ -232,10 +233,8 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
         r["gap_share"] = (r["weighted_gap"] / total_gap) if total_gap and \
             r["weighted_gap"] is not None else None
     allr = {"stage": "all", "n_per_defense": n_total,
-            "mean_a": float(base.filter(pl.col("defense") == a)[metric].mean())
-            if n_total else None,
-            "mean_b": float(base.filter(pl.col("defense") == b)[metric].mean())
-            if n_total else None, "weighted_gap": total_gap, "gap_share": 1.0 if total_gap
+            "mean_a": fmean(base.filter(pl.col("defense") == a)[metric]) if n_total else None,
+            "mean_b": fmean(base.filter(pl.col("defense") == b)[metric]) if n_total else None, "weighted_gap": total_gap, "gap_share": 1.0 if total_gap
             else None}
     return pl.DataFrame([*rows, allr], schema={
         "stage": pl.String, "n_per_defense": pl.Int64, "mean_a": pl.Float64,
@@ -249,7 +248,7 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
 
     def mean(stage: str, defense: str, col: str) -> float | None:
         sub = stage_rows(df, stage, col).filter(pl.col("defense") == defense)
-        return float(sub[col].mean()) if sub.height else None
+        return fmean(sub[col]) if sub.height else None
 
     for label, stage, col in (
             ("All stages, realized denominator", "all", "blast_radius_norm"),
@@ -264,9 +263,9 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     base = stage_rows(df, "active_tainted", "blast_radius_norm")
     sub = base.join(keys, on=PAIR_KEYS, how="semi")
     rows.append({"scope": "Authorized-completion subset",
-                 "mean_a": float(sub.filter(pl.col("defense") == a)["blast_radius_norm"].mean())
+                 "mean_a": fmean(sub.filter(pl.col("defense") == a)["blast_radius_norm"])
                  if done.height else None,
-                 "mean_b": float(sub.filter(pl.col("defense") == b)["blast_radius_norm"].mean())
+                 "mean_b": fmean(sub.filter(pl.col("defense") == b)["blast_radius_norm"])
                  if done.height else None})
     return pl.DataFrame(rows, schema={"scope": pl.String, "mean_a": pl.Float64,
                                       "mean_b": pl.Float64})

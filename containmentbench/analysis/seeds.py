@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from containmentbench.analysis.exact import fmean, fstd
+
 __all__ = ["seed_variance"]
 
 _OUTPUT = ("n_seeds", "mean", "std", "range")
@@ -32,23 +34,26 @@ def seed_variance(
     schema = lazy.collect_schema()
     _check_columns(schema, keys, seed_col, value_col)
 
-    per_seed = (
+    # Polars groups the rows; the sums are exactly rounded (math.fsum), so the table does
+    # not depend on the summation order a multi-threaded group-by happens to use.
+    grouped = (
         lazy.group_by([*keys, seed_col])
-        .agg(pl.col(value_col).cast(pl.Float64).mean().alias("_seed_mean"))
-        .filter(pl.col("_seed_mean").is_not_null())
+        .agg(pl.col(value_col).cast(pl.Float64).drop_nulls().alias("_v"))
+        .collect()
     )
-    seed_mean = pl.col("_seed_mean")
-    summary = [
-        pl.len().cast(pl.Int64).alias("n_seeds"),
-        seed_mean.mean().alias("mean"),
-        seed_mean.std(ddof=1).alias("std"),
-        (seed_mean.max() - seed_mean.min()).alias("range"),
-    ]
-    if keys:
-        out = per_seed.group_by(keys).agg(summary).sort(keys, nulls_last=True)
-    else:
-        out = per_seed.select(summary)
-    return out.select([*keys, *_OUTPUT]).collect()
+    by_group: dict[tuple, list[float]] = {}
+    for row in grouped.iter_rows(named=True):
+        m = fmean(row["_v"])
+        if m is not None:
+            by_group.setdefault(tuple(row[k] for k in keys), []).append(m)
+    rows = []
+    for key, means in by_group.items():
+        rows.append({**dict(zip(keys, key)), "n_seeds": len(means), "mean": fmean(means),
+                     "std": fstd(means, ddof=1), "range": max(means) - min(means)})
+    schema = {**{k: grouped.schema[k] for k in keys}, "n_seeds": pl.Int64, "mean": pl.Float64,
+              "std": pl.Float64, "range": pl.Float64}
+    out = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return out.sort(keys, nulls_last=True) if keys else out
 
 
 def _check_columns(schema: pl.Schema, keys: list[str], seed_col: str, value_col: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.paired import (
     LABELS,
     Comparison,
@@ -51,8 +52,7 @@ class Context:
 
 
 def _mean(sub: pl.DataFrame, col: str) -> float | None:
-    s = sub[col].drop_nulls()
-    return float(s.mean()) if s.len() else None
+    return fmean(sub[col])
 
 
 def _pooled(sub: pl.DataFrame, num: str, den: str) -> float | None:
@@ -277,7 +277,7 @@ def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table
                 vals = sub[m].drop_nulls()
                 if vals.len():
                     rows.append({"stage": st, "defense": d, "metric": m, "N": vals.len(),
-                                 "mean": float(vals.mean())})
+                                 "mean": fmean(vals)})
     return Table("stage_means", ctx.caption(
         "Stage x defense means (eq. 7) with N for every metric on the stages where it is "
         "defined."), pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,

@@ -119,3 +119,4 @@ def test_default_config_has_enough_intervals():
     per_defense = len(cfg["sweep"]["metrics"])
     n = 2 * (len(cfg["comparisons"]) + 6 * per_defense) + len(cfg["divergence"])
     assert n >= 83  # §6.5: the frozen analysis holds 83 intervals
+

@@ -1,0 +1,37 @@
+"""Order-independent means for the tables.
+
+A float sum depends on the order of its terms, and a multi-threaded group-by adds in an order
+that depends on the number of threads; so a table computed on a 2-core laptop and in a 1-CPU
+Slurm job could differ in the last bit. Every mean that reaches a table goes through
+:func:`fmean`, which sums with ``math.fsum`` (exactly rounded, hence order-independent), so
+tables are byte-identical wherever they are computed (design: "Determinism").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+
+def _values(values: Any) -> list[float]:
+    if hasattr(values, "drop_nulls"):  # a polars Series
+        values = values.drop_nulls().to_list()
+    return [float(v) for v in values if v is not None and not (isinstance(v, float)
+                                                             and math.isnan(v))]
+
+
+def fmean(values: Any) -> float | None:
+    """Exactly rounded mean of the non-null values (None when there are none)."""
+    vals = _values(values)
+    return math.fsum(vals) / len(vals) if vals else None
+
+
+def fstd(values: Iterable[float], ddof: int = 1) -> float | None:
+    """Sample standard deviation from exactly rounded sums (None below ddof + 1 values)."""
+    vals = _values(values)
+    n = len(vals)
+    if n <= ddof:
+        return None
+    m = math.fsum(vals) / n
+    return math.sqrt(math.fsum((v - m) ** 2 for v in vals) / (n - ddof))
