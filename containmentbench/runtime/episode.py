@@ -20,7 +20,13 @@ from containmentbench.parser import VALID_STATUSES, ParserConfig, parse
 from containmentbench.policies.base import ALLOW, CONFIRM, Policy, Proposal
 from containmentbench.runtime import prompts
 from containmentbench.runtime.provenance import TextIndex, value_tainted
-from containmentbench.sandbox.tools import TOOLS, ToolError, is_high_risk
+from containmentbench.sandbox.tools import (
+    TOOLS,
+    ToolError,
+    is_high_risk,
+    matching_documents,
+    matching_emails,
+)
 from containmentbench.sandbox.world import World, diff
 from containmentbench.scenarios.model import Scenario
 from containmentbench.scenarios.topology import ROLE_TOOLS
@@ -369,7 +375,7 @@ class Episode:
             self._observe(a, res, msg)
             return
         if d.rollback:
-            self._policy_rollback(a, d.rollback, gate, call_id, tool, args)
+            self._policy_rollback(a, d.rollback, prop, gate, call_id, tool, args, bound)
             return
         if spec.kind == "read":
             self._read(a, tool, args, prop, call_id)
@@ -406,16 +412,11 @@ class Episode:
         if tool == "read_email":
             provs = [w.emails[args["email_id"]].provenance]
         elif tool == "search_email":
-            q = args["query"].lower()
-            provs = [e.provenance for e in w.emails.values()
-                     if q in e.subject.lower() or q in e.sender.lower() or q in e.body.lower()
-                     or not q]
+            provs = [e.provenance for e in matching_emails(w, args["query"])]
         elif tool == "read_document":
             provs = [w.documents[args["doc_id"]].provenance]
         elif tool == "search_documents":
-            q = args["query"].lower()
-            provs = [d.provenance for d in w.documents.values()
-                     if q in d.title.lower() or q in d.owner.lower() or not q]
+            provs = [d.provenance for d in matching_documents(w, args["query"])]
         elif tool == "crm_lookup":
             provs = [w.crm[args["contact_id"]].provenance]
         elif tool == "read_messages":
@@ -517,23 +518,19 @@ class Episode:
                 c["rolled_back"] = True
                 if c["tool"] == "memory_write":
                     key = c["args"]["key"]
-                    if self.memory_origin.get(key) is not None:
-                        self.memory_origin.pop(key, None)
+                    self.memory_origin.pop(key, None)  # the restored entry's origin, if any
                     if key in self.world.memory and self.world.memory[key].origin_event:
                         self.memory_origin[key] = int(self.world.memory[key].origin_event)
         return self.rec.add("rollback", agent=a, links=[(target, "rollback"), (cause, "audit")],
                             commit_id=commit_id, outcome="success")
 
-    def _policy_rollback(self, a: AgentRun, commit_ids: tuple[str, ...], gate: int,
-                         call_id: str, tool: str, args: dict[str, Any]) -> None:
+    def _policy_rollback(self, a: AgentRun, commit_ids: tuple[str, ...], prop: int, gate: int,
+                         call_id: str, tool: str, args: dict[str, Any],
+                         bound: dict[str, Any]) -> None:
         """The rollback path (rollback_v2): revert the tainted commits behind a recovery action
         instead of executing it; each revert is its own ``rollback`` event."""
         seqs = [self._revert(cid, gate, a) for cid in commit_ids if cid in self.undo]
         if not seqs:  # nothing left to revert: carry out the approved action itself
-            bound = self.gateway.bind(a.delegation_id, a.agent_id, a.instance, tool, args)
-            prop = next(s for s in range(len(self.rec.events) - 1, -1, -1)
-                        if self.rec.events[s].get("call_id") == call_id
-                        and self.rec.events[s]["kind"] == "proposal")
             self._commit(a, tool, args, prop, gate, call_id, True, bound)
             return
         payload = canonical_json({"status": "rolled back", "commits": list(commit_ids)})

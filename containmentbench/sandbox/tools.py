@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from containmentbench.sandbox.world import VISIBILITY_ORDER, CalendarEvent, MemoryEntry, World
+from containmentbench.sandbox.world import (
+    VISIBILITY_ORDER,
+    CalendarEvent,
+    Document,
+    Email,
+    MemoryEntry,
+    World,
+)
 
 # Parameter roles: authority-bearing roles decide who or what a side effect reaches
 # (paper 000 eq. 10: Expand looks at action, target, visibility and authority fields).
@@ -109,12 +116,24 @@ def _visibility(value: str) -> str:
 # ---------------------------------------------------------------- reads
 
 
+def matching_emails(world: World, query: str) -> list[Email]:
+    """Emails a search returns (also the sources whose taint the result carries)."""
+    q = query.lower()
+    return [e for e in world.emails.values()
+            if q in e.subject.lower() or q in e.sender.lower() or q in e.body.lower() or not q]
+
+
+def matching_documents(world: World, query: str) -> list[Document]:
+    """Documents a search returns (also the sources whose taint the result carries)."""
+    q = query.lower()
+    return [d for d in world.documents.values()
+            if q in d.title.lower() or q in d.owner.lower() or not q]
+
+
 def search_email(world: World, args: dict[str, Any]) -> Any:
     """Search the inbox; returns id, sender and subject of matching emails."""
-    q = args["query"].lower()
     return [{"id": e.id, "from": e.sender, "subject": e.subject}
-            for e in world.emails.values()
-            if q in e.subject.lower() or q in e.sender.lower() or q in e.body.lower() or not q]
+            for e in matching_emails(world, args["query"])]
 
 
 def read_email(world: World, args: dict[str, Any]) -> Any:
@@ -125,10 +144,8 @@ def read_email(world: World, args: dict[str, Any]) -> Any:
 
 def search_documents(world: World, args: dict[str, Any]) -> Any:
     """Search documents by title or owner."""
-    q = args["query"].lower()
     return [{"id": d.id, "title": d.title, "owner": d.owner}
-            for d in world.documents.values()
-            if q in d.title.lower() or q in d.owner.lower() or not q]
+            for d in matching_documents(world, args["query"])]
 
 
 def read_document(world: World, args: dict[str, Any]) -> Any:
