@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from containmentbench.config.compose import load_study
-    from containmentbench.pipeline.status import study_root, study_status
+    from containmentbench.pipeline.plan import study_dir
+    from containmentbench.pipeline.status import study_status
 
     data = load_study([f"study={args.study}", *args.overrides])
     st = study_status(data)
@@ -25,7 +26,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=2, sort_keys=True))
         return 0
     total = sum(len(v) for v in st.values())
-    print(f"{study_root(data)}: {total} shards: " + ", ".join(
+    print(f"{study_dir(data)}: {total} shards: " + ", ".join(
         f"{k} {len(v)}" for k, v in st.items()))
     if args.list:
         for k in ("corrupt", "failed", "missing"):

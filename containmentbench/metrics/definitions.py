@@ -62,13 +62,14 @@ class RolloutTrace:
         return [e for e in self.events if e["kind"] == "proposal"]
 
     @cached_property
-    def decisions(self) -> dict[str, Mapping[str, Any]]:
-        """Final gate per call id: the confirmation if there was one, else the decision."""
-        out: dict[str, Mapping[str, Any]] = {}
-        for e in self.events:
-            if e["kind"] in ("decision", "confirmation"):
-                out[e["call_id"]] = e
-        return out
+    def reach(self) -> set[int]:
+        """R_tau, computed once per rollout (eq. 4's denominator and the fixed-max key)."""
+        return self.graph.structural_reach()
+
+    @cached_property
+    def oracle(self) -> tuple[bool, list[int | None]]:
+        """B(tau) and which commit met each requirement, computed once per rollout."""
+        return benign_success(self.scenario, self.commits, self.final_memory)
 
     @cached_property
     def final_memory(self) -> dict[str, dict[str, Any]]:
@@ -136,7 +137,7 @@ def taint_to_commit_rate(t: RolloutTrace) -> float:
 
 def reach_size(t: RolloutTrace) -> int:
     """|R_tau|: nodes structurally reachable from the untrusted sources (eq. 4 denominator)."""
-    return len(t.graph.structural_reach())
+    return len(t.reach)
 
 
 def blast_radius_raw(t: RolloutTrace) -> int:
@@ -226,7 +227,7 @@ def confirmation_burden(t: RolloutTrace) -> int:
 
 
 def benign(t: RolloutTrace) -> tuple[int, list[int | None]]:
-    ok, met = benign_success(t.scenario, t.commits, t.final_memory)
+    ok, met = t.oracle
     return int(ok), met
 
 

@@ -174,6 +174,3 @@ def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = F
         print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
         raise SystemExit(2) from None
 
-
-def wildcard_pattern(values: Sequence[str]) -> str:
-    return "|".join(sorted(set(values)))

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from containmentbench.pipeline.plan import Shard, shards, study_dir
@@ -35,6 +34,3 @@ def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
         out[shard_status(data, s)].append(s.id)
     return out
 
-
-def study_root(data: dict[str, Any]) -> Path:
-    return study_dir(data)

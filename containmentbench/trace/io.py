@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,3 @@ def read_shards(root: str | Path, name: str, columns: list[str] | None = None
         raise SchemaError(f"no '{name}' tables below {root}", file=str(root))
     return pa.concat_tables(tables)
 
-
-def iter_rows(table: pa.Table) -> Iterable[dict[str, Any]]:
-    return table.to_pylist()

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from containmentbench.canonical import canonical_json
-
 TAINT_PREFIX = "taint:"
 
 Link = tuple[int, str]  # (parent seq, edge kind)
@@ -100,6 +98,3 @@ class Recorder:
                 "kind": [e[2] for e in self.edges],
                 "propagates_taint": [e[3] for e in self.edges]}
 
-
-def args_json(args: Any) -> str:
-    return canonical_json(args)
