@@ -43,7 +43,8 @@ LABELS = {
     "clean_benign_completion": "Clean completion", "recovery_success": "Recovery success",
     "memory_reinfection": "Memory reinfection", "benign_success": "Benign completion",
     "false_positive_block_rate": "FP block", "false_positive_confirm_rate": "FP confirm",
-    "rollback_count": "Rollback", "valid_tool_proposal_rate": "Valid proposal",
+    "rollback_count": "Rollback", "rolled_back_harm": "Rolled-back violation",
+    "rolled_back_required": "Rolled-back required", "valid_tool_proposal_rate": "Valid proposal",
     "parse_failure_rate": "Parse failure", "taint_to_commit_rate": "Taint-to-commit",
 }
 

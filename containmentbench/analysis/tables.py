@@ -191,11 +191,13 @@ def table14(sens: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
 def table15(df: pl.DataFrame, ctx: Context) -> Table:
     frame = _per_defense(df, "memory_recovery", ctx, {
         "reinfection": "memory_reinfection", "recovery": "recovery_success",
-        "rollback": "rollback_count", "confirmations": "confirmation_burden",
+        "rollback": "rollback_count", "rolled_back_harm": "rolled_back_harm",
+        "rolled_back_required": "rolled_back_required", "confirmations": "confirmation_burden",
         "logged_spread": "blast_radius_norm"})
     return Table("table15_memory_recovery", ctx.caption(
-        "Memory/recovery-stage instrumentation: reinfection, recovery objective, rollbacks and "
-        "confirmations per rollout, and logged spread (Table 15)."), frame)
+        "Memory/recovery-stage instrumentation: reinfection, recovery objective, rollbacks per "
+        "rollout, rollouts whose violating or required commit was rolled back (such commits "
+        "stay in C_tau, §4.4), confirmations per rollout, and logged spread (Table 15)."), frame)
 
 
 def table17(df: pl.DataFrame, ctx: Context) -> Table:

@@ -78,6 +78,8 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         "memory_reinfection": M.memory_reinfection(t),
         "recovery_success": M.recovery(t) if t.scenario.recovery is not None else None,
         "rollback_count": M.rollback_count(t),
+        "rolled_back_harm": M.rolled_back_harm(t),
+        "rolled_back_required": M.rolled_back_required(t),
         "confirmation_burden": M.confirmation_burden(t),
         "benign_success": ok,
         "authorized_tainted_action_success": M.authorized_tainted_action_success(t),

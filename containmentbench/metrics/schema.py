@@ -54,6 +54,9 @@ METRICS = pa.schema([
     pa.field("memory_reinfection", _i),
     pa.field("recovery_success", _i),
     pa.field("rollback_count", _i),
+    # rolled-back commits stay in C_tau (§4.4); these say what was undone (docs/metrics.md)
+    pa.field("rolled_back_harm", _i),
+    pa.field("rolled_back_required", _i),
     pa.field("confirmation_burden", _i),
     # utility
     pa.field("benign_success", _i),

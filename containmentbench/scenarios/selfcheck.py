@@ -35,7 +35,7 @@ KIND_FIELD = {"unauthorized": "unauthorized", "wrong_recipient": "wrong_recipien
 
 def committed(ep: Episode) -> list[Committed]:
     return [Committed(c["tool"], c["args"], c["session"], c["high_risk"], c["seq"])
-            for c in ep.commits if not c["rolled_back"]]
+            for c in ep.commits]  # C_tau (§4.4): rolled-back commits included
 
 
 def final_memory(ep: Episode) -> dict[str, dict[str, Any]]:
