@@ -26,6 +26,7 @@ from containmentbench.metrics.schema import METRICS, OUTCOMES, STAGE_SCOPE
 from containmentbench.scenarios.manifest import load_suite
 from containmentbench.scenarios.model import Scenario
 from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.trace.validate import check_shard
 
 EVENT_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "tool", "args",
               "call_id", "commit_id", "high_risk", "parse_status", "repaired", "decision",
@@ -99,8 +100,10 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
 def shard_rows(shard: str) -> list[dict[str, Any]]:
     d = Path(shard)
     ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
-    ev = _groups(read_table(d / "events.parquet", "events", EVENT_COLS))
-    ed = _groups(read_table(d / "edges.parquet", "edges", EDGE_COLS))
+    ev_t = read_table(d / "events.parquet", "events", EVENT_COLS)
+    ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
+    check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
+    ev, ed = _groups(ev_t), _groups(ed_t)
     rows = []
     for r in ro:
         scen = _suite(r["suite"]).get(r["scenario_id"])

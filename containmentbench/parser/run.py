@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from containmentbench.parser.core import DEFAULT_CONFIG, ParserConfig
 from containmentbench.parser.reparse import reparse_rows
 from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.trace.validate import check_events
 
 COLS = ["rollout_id", "seq", "kind", "text", "parse_status", "repaired", "repairs", "args"]
 
@@ -31,6 +32,7 @@ def reparse_traces(traces: str | Path, out: str | Path,
     rows: list[dict[str, Any]] = []
     for shard in shard_dirs(traces):
         t = read_table(shard / "events.parquet", "events", COLS)
+        check_events(t, str(shard / "events.parquet"))
         t = t.filter(pc.equal(t.column("kind"), "model_call"))
         rows.extend(t.to_pylist())
     records, summary = reparse_rows(rows, config)
