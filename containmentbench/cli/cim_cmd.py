@@ -144,6 +144,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--delegation", default=None, help="one delegation (default: every root)")
     r.add_argument("--baseline-frac", type=float, default=0.3,
                    help="share of early calls forming Env_0")
+    r.add_argument("--min-sensitivity", default="confidential",
+                   choices=("public", "internal", "confidential", "restricted"),
+                   help="lowest label whose external share is high-impact (docs/cim.md)")
+    r.add_argument("--no-attribute", action="store_true",
+                   help="ignore unbound calls (no instance-window attribution)")
     _query(csub, "misbinding", "delegation misbinding: integrity signals and unbound events "
            "(I5, App. C.3)", cmd_misbinding, delegation=False)
 
@@ -258,7 +263,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.delegation is not None:
         store.delegation(args.delegation)
-    r = drift(store, args.delegation, args.baseline_frac)
+    r = drift(store, args.delegation, args.baseline_frac,
+              min_sensitivity=args.min_sensitivity, attribute=not args.no_attribute)
     _emit(args, "drift", r.table, r.info)
     return 0
 

@@ -95,14 +95,17 @@ def test_divergence(hand_store):
 
 def test_drift_flags_unapproved_expansion(hand_store):
     a = drift(Store(hand_store), "dA").table.row(0, named=True)
-    assert a["flagged"] and a["first_high_impact_event"] == "c2"
+    # dA's envelope grows on every dimension, but its one external share (c2) carries an
+    # internal message: not high-impact (external dissemination of a sensitive resource,
+    # cim/drift.py point 3), so nothing is flagged; tests/cim/test_drift.py flags a sensitive one
+    assert not a["flagged"] and a["high_impact"] == []
     assert a["new_tool"] and a["new_action"] and a["new_resource_class"]
     assert a["sensitivity_increase"]  # restricted file-9 after at most confidential
     d = drift(Store(hand_store), "dD").table.row(0, named=True)
     assert d["high_impact"] and d["approved_after"] and not d["flagged"]
     every = drift(Store(hand_store)).table
     assert dict(zip(every["delegation_id"], every["flagged"])) == {
-        "dA": True, "dD": False, "dE": False}
+        "dA": False, "dD": False, "dE": False}
 
 
 def test_misbinding_counts_unbound_and_principal_mismatch(hand_store):
