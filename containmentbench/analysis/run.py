@@ -16,14 +16,11 @@ from typing import Any
 import polars as pl
 
 from containmentbench.analysis import figures, tables
-from containmentbench.analysis.paired import (
-    Settings,
-    attribution,
-    compare,
-    divergence,
-    sensitivity,
-    stage_contribution,
-    zero_events,
+from containmentbench.analysis.paired import Settings, zero_events
+from containmentbench.analysis.parts import (
+    bootstrap_part,
+    read_part,
+    sensitivity_part,
 )
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
@@ -47,7 +44,12 @@ def _have(df: pl.DataFrame, *defenses: str) -> bool:
 
 
 def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
-            reparse_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            reparse_summary: Mapping[str, Any] | None = None,
+            sensitivity_path: str | Path | None = None,
+            bootstrap_path: str | Path | None = None) -> dict[str, Any]:
+    """Tables and figures. The sensitivity and bootstrap parts are read from the files the
+    ``sensitivity`` and ``bootstrap`` rules cached (checked against these metrics and
+    settings), or computed here when no file is given (``reproduce``, a manual run)."""
     t0 = time.perf_counter()
     out = Path(out)
     df = pl.from_arrow(read_metrics(metrics_path))
@@ -55,37 +57,17 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)
     s = Settings.from_config(cfg)
-    skipped: list[str] = []
-    n_intervals = 0
-
-    def run(spec: Mapping[str, Any]):
-        nonlocal n_intervals
-        if not _have(df, spec["a"], spec["b"]):
-            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
-            return None
-        c = compare(df, spec["a"], spec["b"], spec["metric"], spec["stage"], s)
-        n_intervals += 2 * (c.n_pairs > 0)
-        return c
-
-    configured = [(spec, run(spec)) for spec in cfg["comparisons"]]
-    claims = [c for spec, c in configured if c is not None and spec.get("claim")]
-    rows25 = [c for _, c in configured if c is not None]
-    base = cfg["sweep"]["baseline"]
-    for d in ctx.defenses:
-        if d == base:
-            continue
-        for m in cfg["sweep"]["metrics"]:
-            c = run({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]})
-            if c is not None:
-                rows25.append(c)
+    sens = read_part("sensitivity", sensitivity_path, metrics_path, cfg) \
+        if sensitivity_path is not None else sensitivity_part(df, cfg)
+    boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
+        if bootstrap_path is not None else bootstrap_part(df, cfg, ctx.defenses)
+    skipped: list[str] = list(boot["skipped"])
+    n_intervals = boot["intervals"]
+    configured = [c for _, c in boot["configured"] if c is not None]
+    claims = [c for claim, c in boot["configured"] if c is not None and claim]
+    rows25 = configured + boot["sweep"]
     zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
-    div = []
-    for spec in cfg["divergence"]:
-        if _have(df, spec["a"], spec["b"]):
-            div.append(divergence(df, spec["a"], spec["b"], spec["stage"], s))
-            n_intervals += 1
-        else:
-            skipped.append(f"divergence {spec['a']} vs {spec['b']}")
+    div = boot["divergence"]
     out_tables: list[Table] = [tables.stage_means(df, MEAN_METRICS, ctx),
                                tables.table03(df, ctx), tables.table09(df, ctx),
                                tables.table10(div, ctx), tables.table11(df, ctx),
@@ -98,20 +80,15 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
                                    "Zero-event one-sided upper bounds at rollout and scenario-"
                                    "cluster level: exact binomial 95% and the rule of three "
                                    "(§7.2)."), zero)]
-    sc = cfg["stage_contribution"]
-    if _have(df, sc["a"], sc["b"]):
-        out_tables.append(tables.table13(stage_contribution(
-            df, sc["a"], sc["b"], sc["metric"], tables.STAGES), sc["a"], sc["b"], ctx))
-    se = cfg["sensitivity"]
-    if _have(df, se["a"], se["b"]):
-        out_tables.append(tables.table14(sensitivity(df, se["a"], se["b"]), se["a"], se["b"],
-                                         ctx))
-    attr = [attribution(df, a["a"], a["b"], a["metric"], a["stage"])
-            for a in cfg["attribution"] if _have(df, a["a"], a["b"])]
-    if attr:
+    sc, se = cfg["stage_contribution"], cfg["sensitivity"]
+    if sens["stage_contribution"] is not None:
+        out_tables.append(tables.table13(sens["stage_contribution"], sc["a"], sc["b"], ctx))
+    if sens["sensitivity"] is not None:
+        out_tables.append(tables.table14(sens["sensitivity"], se["a"], se["b"], ctx))
+    if sens["attribution"] is not None:
         out_tables.append(Table("rule_attribution", ctx.caption(
             "Rule-level attribution: on pairs whose utility differs, the rule ids that stopped "
-            "a call in each defense's row (§7.2)."), pl.concat(attr)))
+            "a call in each defense's row (§7.2)."), sens["attribution"]))
     if "stress" in set(df["suite"].unique().to_list()):
         out_tables.append(tables.table17(df, ctx))
     t24 = tables.table24(reparse_summary, ctx)
@@ -126,7 +103,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     for t in fig_tables:
         written += write(t, out / "figures")
     info = {"metrics": str(metrics_path), "rollouts": df.height, "intervals": n_intervals,
-            "resamples": s.resamples, "tables": sorted(t.name for t in out_tables),
+            "resamples": boot["resamples"], "tables": sorted(t.name for t in out_tables),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}

@@ -15,18 +15,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "sensitivity analyses, tables and figures")
     p.add_argument("metrics", type=Path, help="rollout_metrics.parquet")
     p.add_argument("--out", type=Path, required=True, help="output folder (tables/, figures/)")
+    add_config_args(p)
+    p.add_argument("--reparse", type=Path, default=None,
+                   help="reparse summary JSON to render Table 24")
+    p.add_argument("--sensitivity", type=Path, default=None,
+                   help="cached sensitivity part (containmentbench sensitivity); else computed")
+    p.add_argument("--bootstrap", type=Path, default=None,
+                   help="cached bootstrap part (containmentbench bootstrap); else computed")
+    p.set_defaults(func=cmd_analyze)
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--analysis", default="default",
                    help="analysis config option name or YAML file (config/analysis/)")
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
-    p.add_argument("--reparse", type=Path, default=None,
-                   help="reparse summary JSON to render Table 24")
     p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
-    p.set_defaults(func=cmd_analyze)
 
 
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from containmentbench.analysis.run import analyze
+def analysis_config(args: argparse.Namespace) -> dict:
+    """The ``analysis`` config section named by --config / --analysis, with --resamples."""
     from containmentbench.config.loader import load_option
 
     if args.config is not None:
@@ -38,12 +46,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
+    return cfg
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from containmentbench.analysis.run import analyze
+
+    cfg = analysis_config(args)
     summary = None
     if args.reparse is not None:
         if not args.reparse.exists():
             raise BenchError("reparse summary not found", file=str(args.reparse))
         summary = json.loads(args.reparse.read_text())
-    info = analyze(args.metrics, args.out, cfg, summary)
+    info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""
     print(f"wrote {args.out}: {len(info['tables'])} tables, {len(info['figures'])} figures, "

@@ -1,17 +1,62 @@
-rule analysis:
+from containmentbench.analysis.parts import settings_digest
+
+
+# Sensitivity (Tables 13, 14, rule attribution) and bootstrap (every resampled interval) are
+# cached apart; each reruns only when its own analysis settings (the digest) or the metrics
+# change, so a bootstrap setting never recomputes the sensitivity part. Both feed `tables`.
+rule sensitivity:
+    input:
+        metrics=rules.metrics.output,
+    output:
+        S.path("analysis", "sensitivity.json"),
+    log:
+        S.path("logs", "sensitivity.log"),
+    params:
+        config=S.config_path,
+        digest=settings_digest(S.data["analysis"], "sensitivity"),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "containmentbench sensitivity {input.metrics} --out {output} --config {params.config} > {log} 2>&1"
+
+
+rule bootstrap:
+    input:
+        metrics=rules.metrics.output,
+    output:
+        S.path("analysis", "bootstrap.json"),
+    log:
+        S.path("logs", "bootstrap.log"),
+    params:
+        config=S.config_path,
+        digest=settings_digest(S.data["analysis"], "bootstrap"),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "containmentbench bootstrap {input.metrics} --out {output} --config {params.config} > {log} 2>&1"
+
+
+rule tables:
     input:
         metrics=rules.metrics.output,
         reparse=rules.reparse.output.summary,
+        sensitivity=rules.sensitivity.output,
+        bootstrap=rules.bootstrap.output,
     output:
         S.path("analysis.json"),
     log:
         S.path("logs", "analysis.log"),
     params:
         config=S.config_path,
+        digest=settings_digest(S.data["analysis"], "tables"),
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} --reparse {input.reparse} > {log} 2>&1"
+        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} --reparse {input.reparse} --sensitivity {input.sensitivity} --bootstrap {input.bootstrap} > {log} 2>&1"

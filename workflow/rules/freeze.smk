@@ -1,6 +1,6 @@
 rule freeze:
     input:
-        rules.analysis.output,
+        rules.tables.output,
     output:
         S.path("MANIFEST.json"),
     log:

@@ -1,0 +1,206 @@
+"""The two expensive halves of ``analyze``, each cached in its own file (design card:
+sensitivity and bootstrap are their own rules).
+
+* ``sensitivity``: the deterministic sensitivity analyses of §7.2 — stage contribution of the
+  spread gap (Table 13), realized vs fixed-max denominators (Table 14), rule attribution.
+* ``bootstrap``: every resampled interval — the configured and sweep paired comparisons
+  (eq. 12, Tables 12 and 25) and the trajectory-divergence intervals (Table 10).
+
+Each part is written as canonical JSON (floats in shortest round-trip form, so a read-back
+part gives the same tables bytes as a fresh computation) together with the sha256 of the
+metrics file and the config keys it read; ``analyze`` refuses a part computed from other
+metrics or settings. :func:`settings_digest` gives the Snakemake rules a parameter that
+changes exactly when a part's settings change, so a bootstrap setting never reruns
+``sensitivity`` and vice versa.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from containmentbench.analysis.bootstrap import Interval
+from containmentbench.analysis.paired import (
+    Comparison,
+    Settings,
+    attribution,
+    compare,
+    divergence,
+    sensitivity,
+    stage_contribution,
+)
+from containmentbench.canonical import sha256_file, sha256_json
+from containmentbench.errors import BenchError
+
+STAGES = ("security", "memory_recovery", "active_tainted", "clean")
+
+# The analysis-config keys each part reads (the rest feed the tables rule directly).
+KEYS = {
+    "sensitivity": ("stage_contribution", "sensitivity", "attribution"),
+    "bootstrap": ("resamples", "confidence", "seed", "max_batch_elements", "comparisons",
+                  "sweep", "divergence"),
+}
+FORMAT = 1  # bumped whenever the part layout changes; an older file is refused, not misread
+_DTYPES = {"String": pl.String, "Int64": pl.Int64, "Float64": pl.Float64,
+           "Boolean": pl.Boolean, "Int32": pl.Int32}
+
+
+def settings_of(cfg: Mapping[str, Any], part: str) -> dict[str, Any]:
+    """The config keys a part reads; ``tables``: every key, since figures resample too."""
+    if part == "tables":
+        return dict(cfg)
+    return {k: cfg[k] for k in KEYS[part] if k in cfg}
+
+
+def settings_digest(cfg: Mapping[str, Any], part: str) -> str:
+    """sha256 of the config keys a part reads (a Snakemake ``params`` value)."""
+    return sha256_json(_plain(settings_of(cfg, part)))
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _have(df: pl.DataFrame, *defenses: str) -> bool:
+    present = set(df["defense"].unique().to_list())
+    return all(d in present for d in defenses)
+
+
+# ---------------------------------------------------------------- frames <-> JSON
+
+
+def _frame_doc(f: pl.DataFrame) -> dict[str, Any]:
+    # a list of [name, dtype] pairs: the part is written with sorted keys, columns keep order
+    return {"columns": [[c, str(t)] for c, t in f.schema.items()], "rows": f.rows()}
+
+
+def _frame(doc: Mapping[str, Any]) -> pl.DataFrame:
+    schema = {c: _DTYPES[t] for c, t in doc["columns"]}
+    return pl.DataFrame(doc["rows"], schema=schema, orient="row")
+
+
+def _comparison_doc(c: Comparison | None) -> dict[str, Any] | None:
+    return None if c is None else asdict(c)
+
+
+def _comparison(d: Mapping[str, Any] | None) -> Comparison | None:
+    if d is None:
+        return None
+    iv = {k: Interval(**d[k]) if d[k] is not None else None for k in ("pair", "cluster")}
+    return Comparison(**{**d, **iv})
+
+
+# ---------------------------------------------------------------- the two parts
+
+
+def sensitivity_part(df: pl.DataFrame, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables 13 and 14 and rule attribution, as frames (None when a defense is absent)."""
+    sc, se = cfg["stage_contribution"], cfg["sensitivity"]
+    contrib = stage_contribution(df, sc["a"], sc["b"], sc["metric"], STAGES) \
+        if _have(df, sc["a"], sc["b"]) else None
+    sens = sensitivity(df, se["a"], se["b"]) if _have(df, se["a"], se["b"]) else None
+    attr = [attribution(df, a["a"], a["b"], a["metric"], a["stage"])
+            for a in cfg["attribution"] if _have(df, a["a"], a["b"])]
+    return {"stage_contribution": contrib, "sensitivity": sens,
+            "attribution": pl.concat(attr) if attr else None}
+
+
+def bootstrap_part(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str]
+                   ) -> dict[str, Any]:
+    """Every resampled interval: configured comparisons (with their claim flag), the sweep
+    against the baseline over ``defenses`` (table order), divergence intervals."""
+    s = Settings.from_config(cfg)
+    skipped: list[str] = []
+    n_intervals = 0
+
+    def run(spec: Mapping[str, Any]) -> Comparison | None:
+        nonlocal n_intervals
+        if not _have(df, spec["a"], spec["b"]):
+            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
+            return None
+        c = compare(df, spec["a"], spec["b"], spec["metric"], spec["stage"], s)
+        n_intervals += 2 * (c.n_pairs > 0)
+        return c
+
+    configured = [(bool(spec.get("claim")), run(spec)) for spec in cfg["comparisons"]]
+    sweep = []
+    base = cfg["sweep"]["baseline"]
+    for d in defenses:
+        if d == base:
+            continue
+        for m in cfg["sweep"]["metrics"]:
+            c = run({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]})
+            if c is not None:
+                sweep.append(c)
+    div = []
+    for spec in cfg["divergence"]:
+        if _have(df, spec["a"], spec["b"]):
+            div.append(divergence(df, spec["a"], spec["b"], spec["stage"], s))
+            n_intervals += 1
+        else:
+            skipped.append(f"divergence {spec['a']} vs {spec['b']}")
+    return {"configured": configured, "sweep": sweep, "divergence": div,
+            "skipped": skipped, "intervals": n_intervals, "resamples": s.resamples}
+
+
+# ---------------------------------------------------------------- files
+
+
+def write_part(part: str, data: Mapping[str, Any], metrics: str | Path,
+               cfg: Mapping[str, Any], out: str | Path) -> None:
+    if part == "sensitivity":
+        body = {k: _frame_doc(v) if v is not None else None for k, v in data.items()}
+    else:
+        body = {"configured": [[claim, _comparison_doc(c)] for claim, c in data["configured"]],
+                "sweep": [_comparison_doc(c) for c in data["sweep"]],
+                "divergence": data["divergence"], "skipped": data["skipped"],
+                "intervals": data["intervals"], "resamples": data["resamples"]}
+    doc = {"part": part, "format": FORMAT, "metrics_sha256": sha256_file(Path(metrics)),
+           "settings": _plain(settings_of(cfg, part)), "data": body}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
+    os.replace(tmp, out)
+
+
+def read_part(part: str, path: str | Path, metrics: str | Path,
+              cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A cached part, refused (one line naming the file) if it was computed from other
+    metrics or other settings than the ones ``analyze`` is about to use."""
+    path = Path(path)
+    if not path.exists():
+        raise BenchError(f"{part} part not found", file=str(path))
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path)) from None
+    if doc.get("part") != part:
+        raise BenchError(f"holds part '{doc.get('part')}', expected '{part}'", file=str(path))
+    if doc.get("format") != FORMAT:
+        raise BenchError(f"{part} part has format {doc.get('format')}, expected {FORMAT} "
+                         f"(written by another version; recompute it)", file=str(path),
+                         field="format")
+    if doc["metrics_sha256"] != sha256_file(Path(metrics)):
+        raise BenchError(f"{part} part was computed from other metrics than {metrics}",
+                         file=str(path), field="metrics_sha256")
+    if doc["settings"] != _plain(settings_of(cfg, part)):
+        raise BenchError(f"{part} part was computed with other analysis settings",
+                         file=str(path), field="settings")
+    body = doc["data"]
+    if part == "sensitivity":
+        return {k: _frame(v) if v is not None else None for k, v in body.items()}
+    return {"configured": [(claim, _comparison(c)) for claim, c in body["configured"]],
+            "sweep": [_comparison(c) for c in body["sweep"]],
+            "divergence": body["divergence"], "skipped": body["skipped"],
+            "intervals": body["intervals"], "resamples": body["resamples"]}

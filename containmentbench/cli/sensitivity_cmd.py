@@ -1,0 +1,34 @@
+"""``containmentbench sensitivity METRICS_FILE --out FILE``: the sensitivity analyses
+(Tables 13, 14, rule attribution), cached for ``analyze --sensitivity``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from containmentbench.cli.analyze_cmd import add_config_args, analysis_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sensitivity", help="stage contribution, denominator sensitivity and "
+                                           "rule attribution (cached part of analyze)")
+    p.add_argument("metrics", type=Path, help="rollout_metrics.parquet")
+    p.add_argument("--out", type=Path, required=True, help="sensitivity.json to write")
+    add_config_args(p)
+    p.set_defaults(func=cmd_sensitivity)
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from containmentbench.analysis.parts import sensitivity_part, write_part
+    from containmentbench.metrics.compute import read_metrics
+
+    t0 = time.perf_counter()
+    cfg = analysis_config(args)
+    df = pl.from_arrow(read_metrics(args.metrics))
+    write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
+    print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0
