@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -60,3 +62,30 @@ def test_lint_is_clean(tmp_path):
                f"overrides=[results_dir={tmp_path}/results]")
     assert res.returncode == 0
     assert "Congratulations" in res.stdout + res.stderr
+
+
+def _jobs(out: str) -> dict[str, str]:
+    if "Job stats:" not in out:
+        return {}
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M))
+
+
+@pytest.mark.slow
+def test_bootstrap_setting_does_not_rerun_sensitivity(tmp_path):
+    """The sensitivity and bootstrap parts are cached apart: a bootstrap setting reruns
+    bootstrap and tables only; a sensitivity setting reruns sensitivity and tables only."""
+    base = (f"results_dir={tmp_path}/results,study.seeds=[1],study.stages=[security],"
+            "study.defenses=[none,tool_boundary,intent_ledger_v2],analysis.resamples=50")
+    res = _run(tmp_path, "--cores", "2", "--config", "study=smoke", f"overrides=[{base}]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = _run(tmp_path, "-n", "--config", "study=smoke", f"overrides=[{base}]")
+    assert "Nothing to be done" in res.stdout + res.stderr
+    boot = _run(tmp_path, "-n", "--config", "study=smoke",
+                f"overrides=[{base.replace('resamples=50', 'resamples=60')}]")
+    jobs = _jobs(boot.stdout + boot.stderr)
+    assert "bootstrap" in jobs and "tables" in jobs and "sensitivity" not in jobs, jobs
+    assert "metrics" not in jobs and "rollout" not in jobs
+    sens = _run(tmp_path, "-n", "--config", "study=smoke",
+                f"overrides=[{base},analysis.sensitivity.b=none]")
+    jobs = _jobs(sens.stdout + sens.stderr)
+    assert "sensitivity" in jobs and "tables" in jobs and "bootstrap" not in jobs, jobs
