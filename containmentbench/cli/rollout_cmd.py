@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--window", type=int, default=512, help="episodes in flight")
+    p.add_argument("--parser", default="current", choices=("current", "legacy"),
+                   help="parser the agent's actions are read with (study.parser; Table 24)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_rollout)
 
@@ -116,7 +118,7 @@ def _from_study(args: argparse.Namespace) -> dict[str, Any]:
             "label": model_label(data), "study": data["study"]["name"], "options": options,
             "max_tokens": b["max_tokens"], "temperature": b["temperature"],
             "window": b["window"], "runtime": data["runtime"],
-            "defenses": data["defenses"],
+            "defenses": data["defenses"], "parser": data["study"].get("parser", "current"),
             "out": args.out or shard_dir(data, shard)}
 
 
@@ -137,7 +139,7 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "model": args.model, "label": label, "study": args.study, "options": options,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
             "window": args.window, "runtime": {"max_steps": args.max_steps},
-            "defenses": None, "out": args.out}
+            "defenses": None, "parser": args.parser, "out": args.out}
 
 
 def _clean_stale(out: Path) -> None:
@@ -158,7 +160,10 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     scen = select(r["suite"], r["stage"], r["scenarios"])
     policy = load_policy(r["defense"], r["defenses"])
     profile = r["options"].get("profile") if r["backend"] == "sim" else None
+    from containmentbench.parser.modes import parser_for
+
     cfg = RuntimeConfig(max_tokens=r["max_tokens"], temperature=r["temperature"],
+                        parser=parser_for(r["parser"]),
                         **{k: v for k, v in r["runtime"].items()
                            if k in RuntimeConfig.__dataclass_fields__})
     backend = make_backend(BackendConfig(name=r["backend"], model=r["model"],

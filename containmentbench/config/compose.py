@@ -100,6 +100,9 @@ def validate(cfg: Any) -> dict[str, Any]:
                              field=f"study.defenses[{i}]")
     if study["shard_size"] < 1:
         raise BenchError("must be >= 1", field="study.shard_size")
+    if study.get("parser", "current") not in ("current", "legacy"):
+        raise BenchError(f"unknown parser mode '{study['parser']}' (known: current, legacy)",
+                         field="study.parser")
     if backend["name"] not in BACKENDS:
         raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
                          field="backend.name")

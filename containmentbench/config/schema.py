@@ -26,6 +26,7 @@ class StudyConfig:
     seeds: list[int] = field(default_factory=list)
     shard_size: int = 200               # scenarios per rollout job (a block of one stage)
     scenarios: list[str] = field(default_factory=list)  # optional subset of scenario ids
+    parser: str = "current"             # current | legacy (recorded per rollout; Table 24)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from containmentbench.canonical import canonical_json, short_id
 from containmentbench.models.base import ModelBackend
-from containmentbench.parser import PARSER_VERSION
+from containmentbench.parser.modes import recorded_version
 from containmentbench.policies.base import Policy
 from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
@@ -57,7 +57,7 @@ def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
         "memory_mode": s.memory_mode, "carrier": s.carrier, "attack_goal": s.attack_goal,
         "model": ctx.model, "backend": ctx.backend, "agent_profile": ctx.agent_profile,
         "defense": ctx.defense, "method_version": policy.method_version,
-        "policy_hash": policy.policy_hash, "parser_version": PARSER_VERSION,
+        "policy_hash": policy.policy_hash, "parser_version": recorded_version(ep.cfg.parser),
         "seed": ctx.seed, "provider_seed_supported": seed_supported,
         "seed_record": canonical_json(seed_record), "status": ep.status, "error": ep.error,
         "n_events": len(ep.rec.events), "n_model_calls": c["model_calls"],
