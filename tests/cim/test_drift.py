@@ -65,14 +65,14 @@ def test_approval_after_change_clears(tmp_path):
 
 def test_unbound_call_attributed_by_instance_window(tmp_path):
     late = {**SENSITIVE_OUT, "binding": "unbound", "principal": None}
-    rows = _family("dA", "iA", {"rid": "doc-8"}) + [_row("uX", 9.5, None, inst="iA", **late)]
+    rows = [*_family("dA", "iA", {"rid": "doc-8"}), _row("uX", 9.5, None, inst="iA", **late)]
     st = _store(tmp_path, rows)
     assert drift(st).table.row(0, named=True)["first_high_impact_event"] == "uX"
     assert drift(st, "dA").table["flagged"][0]
     assert not drift(st, attribute=False).table["flagged"][0]
     # outside the instance's window, or on another instance: unknown, never attributed
-    st2 = _store(tmp_path / "b", _family("dA", "iA", {"rid": "doc-8"})
-                 + [_row("uX", 30, None, inst="iA", **late)])
+    st2 = _store(tmp_path / "b", [*_family("dA", "iA", {"rid": "doc-8"}),
+                                  _row("uX", 30, None, inst="iA", **late)])
     assert not drift(st2).table["flagged"][0]
 
 

@@ -47,5 +47,5 @@ def test_study_parser_option_validated():
     data = load_study(["study=parser_legacy"])
     assert data["study"]["parser"] == "legacy"
     assert load_study(["study=smoke"])["study"]["parser"] == "current"
-    with pytest.raises(BenchError, match="field 'study.parser'"):
+    with pytest.raises(BenchError, match=r"field 'study\.parser'"):
         load_study(["study=smoke", "study.parser=old"])
