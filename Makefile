@@ -52,3 +52,4 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/analysis_speed.py
 	$(BIN)/python bench/cim_gateway_overhead.py
 	$(BIN)/python bench/cim_scale.py
+	$(BIN)/python bench/drift_detector.py

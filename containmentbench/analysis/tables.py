@@ -239,10 +239,12 @@ def table24(summary: Mapping[str, Any] | None, ctx: Context) -> Table | None:
             ("invalid tool actions", summary["invalid_tool_actions"])]
     for st, n in sorted(summary["status_counts_new"].items()):
         rows.append((f"parse_status={st}", n))
+    rec = summary.get("recorded_parser_versions")
+    recorded = f"recorded with {', '.join(rec)}, " if rec else ""
     return Table("table24_parser_reparse", ctx.caption(
-        f"Offline parser-diagnostic summary: stored raw completions re-parsed with parser "
-        f"{summary['parser_version']} (config {summary['config_hash'][:12]}); no model was "
-        f"called (Table 24)."), pl.DataFrame(rows, schema=["quantity", "count"], orient="row"))
+        f"Offline parser-diagnostic summary: stored raw completions {recorded}re-parsed with "
+        f"parser {summary['parser_version']} (config {summary['config_hash'][:12]}); no model "
+        f"was called (Table 24)."), pl.DataFrame(rows, schema=["quantity", "count"], orient="row"))
 
 
 def table25(comps: Sequence[Comparison], ctx: Context) -> Table:

@@ -30,12 +30,17 @@ def reparse_traces(traces: str | Path, out: str | Path,
     """Re-parse every model_call below ``traces``; writes ``reparse.parquet`` (per action,
     old/new status) and ``summary.json`` (Table 24 quantities) into ``out``."""
     rows: list[dict[str, Any]] = []
+    recorded: set[str] = set()
     for shard in shard_dirs(traces):
+        ro = read_table(shard / "rollouts.parquet", "rollouts", ["parser_version"])
+        recorded |= set(ro.column("parser_version").to_pylist())
         t = read_table(shard / "events.parquet", "events", COLS)
         check_events(t, str(shard / "events.parquet"))
         t = t.filter(pc.equal(t.column("kind"), "model_call"))
         rows.extend(t.to_pylist())
     records, summary = reparse_rows(rows, config)
+    # which parser the rollouts were recorded with (study.parser): Table 24's "old" side
+    summary["recorded_parser_versions"] = sorted(recorded)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if records:
