@@ -201,3 +201,42 @@ def test_rollout_group(tmp_path, group, n):
     js = jobs(data)
     assert len(js) == n and sum(len(j.shards) for j in js) == 8
     assert len({j.name for j in js}) == n
+
+
+class _FailingFor:
+    """Sim, except that every call of one defense's episodes fails with ``error``."""
+
+    def __init__(self, inner, defense: str, error: str) -> None:
+        self.inner, self.defense, self.error = inner, defense, error
+        self.name, self.seed_supported = inner.name, inner.seed_supported
+
+    def generate(self, requests):
+        from containmentbench.models.base import Completion
+        out = self.inner.generate(requests)
+        return [Completion(text="", error=self.error) if r.sim[2].defense == self.defense
+                else c for r, c in zip(requests, out, strict=True)]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_one_errored_shard_fails_the_job_and_keeps_the_others(tmp_path):
+    data = _study(tmp_path, "e", "study.stages=[security]")
+    (job,) = jobs(data)
+    inner = make_backend(backend_config(data))
+    res = run_job(data, job, quiet=True,
+                  backend=_FailingFor(inner, "tool_boundary", "provider failed: boom"))
+    bad = [s.id for s in job.shards if s.defense == "tool_boundary"]
+    good = [s.id for s in job.shards if s.defense == "none"]
+    assert res.errored == bad and res.done == good
+    assert not job_marker(data, job).exists()
+    st = study_status(data)
+    assert st["errored"] == bad and st["done"] == good
+    # a context overflow is the model's limit, recorded in the trace, not a failed shard
+    res = run_job(data, job, quiet=True,
+                  backend=_FailingFor(inner, "tool_boundary", "context overflow: HTTP 400"))
+    assert res.done == bad and res.skipped == good and job_marker(data, job).exists()
+    import pyarrow.parquet as pq
+    ro = pq.read_table(shard_dir(data, shards(data)[-1]) / "rollouts.parquet").to_pylist()
+    assert {r["status"] for r in ro} == {"error"}
+    assert study_status(data)["errored"] == []
