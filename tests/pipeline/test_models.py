@@ -123,6 +123,11 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
     assert set(t["models"]) == {"sim:default vs sim:always_follow"}
     assert (t["pairs"] <= 4).all() and (t["pairs"] >= 1).all()  # 4 scenarios x 1 seed
     assert run_cli("verify", cross) == 0
+    assert run_cli("cross-model", "--reproduce", "--out", cross) == 0
+    md = cross / "tables" / "cross_model_by_defense.md"
+    md.write_text(md.read_text().replace("tie", "win", 1))
+    assert run_cli("cross-model", "--reproduce", "--out", cross) == 1
+    assert run_cli("verify", cross) == 1
     # a second run does no work
     again = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
                             "--cores", "2", "-n", "--config", "study=smoke_models",
