@@ -109,6 +109,11 @@ def test_rerun_redoes_only_unfinished_shards(tmp_path):
     assert study_status(data)["done"] == [s.id for s in shards(data)]
     # nothing left: the backend is not even loaded
     assert run_job(data, job, quiet=True).loads == 0
+    # another runtime configuration: every shard is stale and the job redoes all of them
+    changed = _study(tmp_path, "r", "runtime.max_steps=30")
+    assert study_status(changed)["stale"] == [s.id for s in shards(data)]
+    assert len(run_job(changed, jobs(changed)[0], quiet=True).done) == 8
+    assert len(study_status(changed)["done"]) == 8
 
 
 def test_operational_options_stay_out_of_the_shard_key(tmp_path):
