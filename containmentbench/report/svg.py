@@ -26,7 +26,7 @@ KIND_COLOR = {"source": "#8172b2", "user_goal": "#4c72b0", "model_call": "#64b5c
 
 def _lane_key(ev: dict[str, Any]) -> str:
     if ev["kind"] == "source":
-        return "(world: untrusted sources)"
+        return "untrusted sources"
     return ev.get("agent_instance") or ev.get("agent_id") or "(system)"
 
 
@@ -61,9 +61,9 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         k = _lane_key(ev)
         if k not in lanes:
             lanes.append(k)
-    if "(world: untrusted sources)" in lanes:
-        lanes.remove("(world: untrusted sources)")
-        lanes.insert(0, "(world: untrusted sources)")
+    if "untrusted sources" in lanes:
+        lanes.remove("untrusted sources")
+        lanes.insert(0, "untrusted sources")
     pos: dict[int, tuple[float, float]] = {}
     for i, ev in enumerate(events):
         pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + LANE / 2,
