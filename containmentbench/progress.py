@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 def _fmt_s(s: float) -> str:
-    s = max(0, int(round(s)))
+    s = max(0, round(s))
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"

@@ -90,7 +90,7 @@ def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
     files: dict[str, str] = {}
-    for sub in ("tables", "figures", "metrics", "reparse", "traces"):
+    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
@@ -170,6 +170,10 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                       scratch / "metrics" / "rollout_metrics.parquet")
         analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
                 summary)
+        if (study / "tables" / "case_studies.parquet").exists():
+            from containmentbench.report.write import write_cases
+            write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
+                        scratch / "tables")
         for sub in ("reparse", "metrics", "tables", "figures"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()

@@ -27,13 +27,13 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
+from containmentbench.analysis.tables import SIM_NOTE
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
+from containmentbench.progress import progress
 from containmentbench.report import html as H
 from containmentbench.report import tracepage
-from containmentbench.progress import progress
 from containmentbench.report.rundir import RunDir
-from containmentbench.analysis.tables import SIM_NOTE
 from containmentbench.report.write import STEPS_JSON
 
 EXAMPLES_PER_ROW = 3
