@@ -69,7 +69,7 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + LANE / 2,
                                TOP + 20 + ROW * i)
     text_x = LEFT + LANE * len(lanes) + 10
-    width = text_x + 330
+    width = text_x + 470
     height = TOP + 40 + ROW * len(events)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="trace-graph" width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
@@ -115,7 +115,7 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         shape = _shape(ev["kind"], x, y, fill, stroke, sw)
         body = (f'<g class="{cls}" data-seq="{seq}"><title>{escape(tip)}</title>{shape}'
                 f'<text x="{text_x}" y="{y + 4}" font-size="11" fill="{"#c0392b" if in_t else "#222"}">'
-                f'{seq:>3}  {escape(_label(ev)[:48])}</text></g>')
+                f'{seq:>3}  {escape(_label(ev)[:72])}</text></g>')
         if link:
             body = f'<a href="{escape(link.format(seq=seq))}">{body}</a>'
         out.append(body)
