@@ -46,7 +46,15 @@ def browser():
 @pytest.fixture(scope="module")
 def study(run_dir):
     env = os.environ.get("CB_BROWSER_STUDY")
-    return Path(env).resolve() if env else run_dir
+    if not env:
+        return run_dir
+    root = Path(env).resolve()
+    # a run directory, or a study folder holding one run directory per model
+    found = [root] if (root / "report" / "index.html").exists() else \
+        sorted(p.parents[1] for p in root.glob("*/report/index.html"))
+    if not found:
+        pytest.fail(f"CB_BROWSER_STUDY={env}: no report/index.html in it or one level below")
+    return found[0]
 
 
 def _watch(page, problems: list[str]) -> None:
