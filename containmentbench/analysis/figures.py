@@ -25,7 +25,6 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from containmentbench.analysis.bootstrap import cluster_bootstrap
-from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table

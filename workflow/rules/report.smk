@@ -13,7 +13,7 @@ rule cases:
     log:
         S.path("logs", "cases.log"),
     params:
-        run=S.path(),
+        run=lambda w, input: os.path.dirname(input.analysis),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -25,14 +25,14 @@ rule cases:
 rule report:
     input:
         rules.cases.output,
-        rules.analysis.output[0],
+        analysis=rules.analysis.output[0],
     output:
         report(directory(S.path("report")), htmlindex="index.html", category="Study report",
                caption="../report/caption.rst"),
     log:
         S.path("logs", "report.log"),
     params:
-        run=S.path(),
+        run=lambda w, input: os.path.dirname(input.analysis),
     conda:
         "../envs/containmentbench.yaml"
     resources:
