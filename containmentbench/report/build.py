@@ -44,6 +44,12 @@ GRID = (("committed_harm", "all"), ("authorized_tainted_action_success", "active
         ("recovery_success", "memory_recovery"), ("false_positive_block_rate", "all"))
 
 
+def _short(text: str | None, width: int = 70) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def rollout_href(rid: str, root: str = "") -> str:
     return f"{root}rollouts/{rid}.html"
 
@@ -131,8 +137,9 @@ class Report:
                 self.df, r, EXAMPLES_PER_ROW)) + "</td>")] for r in df.iter_rows(named=True)]
         if p.stem == "case_studies" and df.height:
             extra = ("pair",)
-            cells = [[(f'<td>{H.link("cases.html#case-" + str(r["case"]), "side by side")}'
-                       "</td>") if r["rollout_a"] else "<td></td>"]
+            cells = [[(f'<td>{H.link("cases.html#case-" + str(r["case"]), "side by side")}: '
+                       f'{self._rlink(r["rollout_a"])} {self._rlink(r["rollout_b"])}</td>')
+                      if r["rollout_a"] else "<td></td>"]
                      for r in df.iter_rows(named=True)]
         others = " ".join(H.link(f"../{rel[:-8]}.{s}", s) for s in ("csv", "md", "tex")
                           if (self.run.path / f"{rel[:-8]}.{s}").exists())
@@ -153,6 +160,14 @@ class Report:
             ["stages", ", ".join(s for s in STAGES if s in set(df["stage"].to_list()))],
             ["seeds", ", ".join(map(str, sorted(set(df["seed"].to_list()))))],
             ["errored rollouts (never outcomes)", int((df["status"] == "error").sum())]])]
+        audit = self.run.path / "tables" / "table28_integrity_audit.parquet"
+        if audit.exists():
+            a = pl.read_parquet(audit)
+            counts = a.group_by("status").len().sort("status").rows()
+            body.append("<p>Integrity and safety audit (Appendix L, Table 28): " + ", ".join(
+                f'<span class="{"fail" if s == "fail" else "ok"}">{n} {s}</span>'
+                for s, n in counts) + ' · ' + H.link("#t-table28_integrity_audit", "details")
+                + "</p>")
         tables = _tables(self.run)
         body.append('<h2 id="tables">Tables</h2><nav class="toc">' + " ".join(
             H.link(f"#t-{p.stem}", p.stem) for p in tables) + "</nav>")
@@ -250,12 +265,12 @@ class Report:
                 parts.append(f'<p>scenario {H.escape(c["scenario_id"])}, seed {c["seed"]}, '
                              f'stage {H.escape(c["stage"])}</p><div class="pair">')
                 for side in (c["a"], c["b"]):
-                    rows = [[x["seq"], x["kind"], x["tool"], x["target"], x["decision"],
-                             x["rule_id"], x["outcome"]] for x in side["steps"]]
+                    rows = [[x["seq"], x["kind"], x["tool"], x["target"] or _short(x["args"]),
+                             x["decision"], x["rule_id"], x["outcome"]] for x in side["steps"]]
                     parts.append(f'<div class="side"><h3>{H.escape(side["defense"])}: '
                                  f'{self._rlink(side["rollout_id"])}</h3>' + H.table(
-                                     ["seq", "kind", "tool", "target", "decision", "rule",
-                                      "outcome"], rows,
+                                     ["seq", "kind", "tool", "target / args", "decision",
+                                      "rule", "outcome"], rows,
                                      row_class=["taint" if x["tainted"] else ""
                                                 for x in side["steps"]]) + "</div>")
                 parts.append("</div>")
