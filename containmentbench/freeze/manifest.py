@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
+from containmentbench.progress import progress
 from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
 from containmentbench.scenarios.manifest import read_manifest, suite_dir
 
@@ -174,7 +175,8 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             from containmentbench.report.write import write_cases
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
-        for sub in ("reparse", "metrics", "tables", "figures"):
+        for sub in progress(("reparse", "metrics", "tables", "figures"),
+                            "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()
                 if p.suffix in (".png", ".pdf"):
