@@ -202,8 +202,16 @@ class Report:
             rows.append(["parser_version", full["parser_version"]])
             rows.append([f"seed record of {ids[0]}", full["seed_record"]])
         rows.append(["study seeds", ", ".join(map(str, sorted(set(self.df["seed"].to_list()))))])
-        rows.append(["MANIFEST.json", "package versions, git commit and every file hash: see "
-                                      "MANIFEST.json next to this report"])
+        import importlib.metadata as md
+
+        from containmentbench.freeze.manifest import PACKAGES
+        for name in PACKAGES:
+            try:
+                rows.append([f"package {name}", md.version(name)])
+            except md.PackageNotFoundError:
+                continue
+        rows.append(["MANIFEST.json", "git commit and every file hash: see MANIFEST.json "
+                                      "next to this report"])
         return H.table(["item", "value"], rows)
 
     def drilldown(self) -> None:
