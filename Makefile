@@ -39,6 +39,8 @@ run: $(VENV)/.run-deps
 	@echo "tables:   $(RUN)/tables/   (Markdown, CSV, LaTeX, Parquet)"
 	@echo "figures:  $(RUN)/figures/"
 	@echo "manifest: $(RUN)/MANIFEST.json   (containmentbench verify $(RUN))"
+	@echo "show one rollout: containmentbench show ROLLOUT_ID --study $(RUN)"
+	@echo "report:   $(abspath $(RUN)/report/index.html)"
 
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm
