@@ -37,6 +37,7 @@ from containmentbench.analysis.paired import (
 )
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
+from containmentbench.progress import Progress
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
 
@@ -122,9 +123,14 @@ def bootstrap_part(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str]
     s = Settings.from_config(cfg)
     skipped: list[str] = []
     n_intervals = 0
+    n_sweep = len(cfg["sweep"]["metrics"]) * sum(d != cfg["sweep"]["baseline"]
+                                                 for d in defenses)
+    bar = Progress(len(cfg["comparisons"]) + n_sweep + len(cfg["divergence"]),
+                   "bootstrap: comparisons", unit="comparison")
 
     def run(spec: Mapping[str, Any]) -> Comparison | None:
         nonlocal n_intervals
+        bar.update()
         if not _have(df, spec["a"], spec["b"]):
             skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
             return None
@@ -144,11 +150,13 @@ def bootstrap_part(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str]
                 sweep.append(c)
     div = []
     for spec in cfg["divergence"]:
+        bar.update()
         if _have(df, spec["a"], spec["b"]):
             div.append(divergence(df, spec["a"], spec["b"], spec["stage"], s))
             n_intervals += 1
         else:
             skipped.append(f"divergence {spec['a']} vs {spec['b']}")
+    bar.close()
     return {"configured": configured, "sweep": sweep, "divergence": div,
             "skipped": skipped, "intervals": n_intervals, "resamples": s.resamples}
 

@@ -36,6 +36,7 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 def analysis_config(args: argparse.Namespace) -> dict:
     """The ``analysis`` config section named by --config / --analysis, with --resamples."""
     from containmentbench.config.loader import load_option
+    from containmentbench.pipeline.mixing import check_metrics
 
     if args.config is not None:
         from containmentbench.config.compose import read_resolved
@@ -46,6 +47,8 @@ def analysis_config(args: argparse.Namespace) -> dict:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
+    if args.metrics.exists():
+        check_metrics(args.metrics)  # never pool two models or configs
     return cfg
 
 

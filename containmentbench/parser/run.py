@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from containmentbench.parser.core import DEFAULT_CONFIG, ParserConfig
 from containmentbench.parser.reparse import reparse_rows
+from containmentbench.progress import progress
 from containmentbench.trace.io import read_table, shard_dirs
 from containmentbench.trace.validate import check_events
 
@@ -31,7 +32,7 @@ def reparse_traces(traces: str | Path, out: str | Path,
     old/new status) and ``summary.json`` (Table 24 quantities) into ``out``."""
     rows: list[dict[str, Any]] = []
     recorded: set[str] = set()
-    for shard in shard_dirs(traces):
+    for shard in progress(shard_dirs(traces), "reparse: trace shards", unit="shard"):
         ro = read_table(shard / "rollouts.parquet", "rollouts", ["parser_version"])
         recorded |= set(ro.column("parser_version").to_pylist())
         t = read_table(shard / "events.parquet", "events", COLS)

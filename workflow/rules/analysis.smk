@@ -1,4 +1,5 @@
 from containmentbench.analysis.parts import settings_digest
+from containmentbench.report.items import ANALYSIS_TABLES, FIGURES
 
 
 # Sensitivity (Tables 13, 14, rule attribution) and bootstrap (every resampled interval) are
@@ -13,7 +14,7 @@ rule sensitivity:
         S.path("logs", "sensitivity.log"),
     params:
         config=S.config_path,
-        digest=settings_digest(S.data["analysis"], "sensitivity"),
+        digest=lambda w: settings_digest(S.run_data(w)["analysis"], "sensitivity"),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -31,7 +32,7 @@ rule bootstrap:
         S.path("logs", "bootstrap.log"),
     params:
         config=S.config_path,
-        digest=settings_digest(S.data["analysis"], "bootstrap"),
+        digest=lambda w: settings_digest(S.run_data(w)["analysis"], "bootstrap"),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -48,11 +49,13 @@ rule tables:
         bootstrap=rules.bootstrap.output,
     output:
         S.path("analysis.json"),
+        tables=report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables"),
+        figures=report(S.paths("figures", "{}.png", FIGURES), category="Figures"),
     log:
         S.path("logs", "analysis.log"),
     params:
         config=S.config_path,
-        digest=settings_digest(S.data["analysis"], "tables"),
+        digest=lambda w: settings_digest(S.run_data(w)["analysis"], "tables"),
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../envs/containmentbench.yaml"
