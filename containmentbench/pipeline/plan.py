@@ -166,7 +166,7 @@ def run_key(data: dict[str, Any]) -> str:
     suite): two shards with different run keys must never be pooled into one table."""
     return sha256_json({"model": data["model"], "backend": _backend_identity(data["backend"]),
                         "runtime": data["runtime"], "study": data["study"]["name"],
-                        "suite": data["study"]["suite"]})[:16]
+                        "suite": data["study"]["suite"], **_parser_mode(data)})[:16]
 
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
@@ -178,7 +178,14 @@ def shard_key(data: dict[str, Any], shard: Shard) -> str:
                         "backend": _backend_identity(data["backend"]),
                         "defense": data["defenses"][shard.defense],
                         "runtime": data["runtime"], "study": data["study"]["name"],
-                        "suite": data["study"]["suite"]})[:16]
+                        "suite": data["study"]["suite"], **_parser_mode(data)})[:16]
+
+
+def _parser_mode(data: dict[str, Any]) -> dict[str, str]:
+    """study.parser changes what the traces record (Table 24); "current" adds nothing, so
+    the keys of existing current-parser shards stay as they were."""
+    mode = data["study"].get("parser", "current")
+    return {} if mode == "current" else {"parser": mode}
 
 
 def job_key(data: dict[str, Any], job: Job) -> str:

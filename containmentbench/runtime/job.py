@@ -107,8 +107,11 @@ class _ShardRun:
         by_id = {x.id: x for x in load_suite(data["study"]["suite"], s.stage)}
         self.scenarios = [by_id[i] for i in s.scenario_ids]
         self.policy = load_policy(s.defense, data["defenses"])
+        from containmentbench.parser.modes import parser_for
+
         b = data["backend"]
         self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
+                                 parser=parser_for(data["study"].get("parser", "current")),
                                  **{k: v for k, v in data["runtime"].items()
                                     if k in RuntimeConfig.__dataclass_fields__})
         profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
