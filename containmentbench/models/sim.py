@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from containmentbench.canonical import derive_rng
 from containmentbench.errors import BenchError
@@ -67,6 +66,8 @@ class SimProfile:
 
 def load_profile(name_or_path: str) -> SimProfile:
     """A named profile from the packaged ``sim_profiles.yaml`` or a YAML file of one profile."""
+    from omegaconf import OmegaConf  # here, not at module level: 30 ms of every rollout job
+
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
         if not p.exists():
