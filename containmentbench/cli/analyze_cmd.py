@@ -28,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
     from containmentbench.config.loader import load_option
+    from containmentbench.pipeline.mixing import check_metrics
+
+    if not args.metrics.exists():
+        raise BenchError("metrics table not found", file=str(args.metrics))
+    check_metrics(args.metrics)  # never pool two models or configs
 
     if args.config is not None:
         from containmentbench.config.compose import read_resolved
