@@ -26,10 +26,11 @@ VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "analy
 
 
 def _invoked_verb(argv: Sequence[str]) -> str | None:
-    """The verb of a command line (its first word that is not an option), or None."""
+    """The verb module of a command line (its first word that is not an option), or None."""
     for arg in argv:
         if not arg.startswith("-"):
-            return arg if arg in VERBS else None
+            mod = arg.replace("-", "_")  # `cross-model` lives in cross_model_cmd
+            return mod if mod in VERBS else None
         if arg in ("-h", "--help", "--version"):
             return None
     return None

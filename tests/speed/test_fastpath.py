@@ -20,12 +20,13 @@ from containmentbench.scenarios.manifest import load_suite, suite_dir, suite_ind
 
 def test_only_the_invoked_verb_is_registered():
     assert _invoked_verb(["rollout", "--help"]) == "rollout"
+    assert _invoked_verb(["cross-model", "x"]) == "cross_model"
     assert _invoked_verb(["--help"]) is None and _invoked_verb(["nosuch"]) is None
     sub = next(a for a in build_parser("status")._actions if a.dest == "verb")
     assert set(sub.choices) == {"status"}
     sub = next(a for a in build_parser()._actions if a.dest == "verb")
     assert set(sub.choices) >= {"rollout", "metrics", "analyze"} and set(sub.choices) <= set(
-        VERBS) | {"show", "report", "cases", "audit"}
+        VERBS) | {"show", "report", "cases", "audit", "cross-model"}
 
 
 def test_job_process_imports_neither_pandas_nor_other_verbs(tmp_path):
