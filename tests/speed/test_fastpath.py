@@ -89,3 +89,15 @@ def test_resolved_config_reads_the_same(tmp_path):
     text = (tmp_path / "config.yaml").read_text()
     assert read_resolved(tmp_path / "config.yaml") == yaml.safe_load(text)
     assert Path(tmp_path / "config.yaml").exists()
+
+
+def test_packaged_sim_profiles_read_as_omegaconf_reads_them():
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    from containmentbench.models.sim import _packaged_profiles
+
+    text = resources.files("containmentbench.models").joinpath("sim_profiles.yaml").read_text()
+    assert "${" not in text  # no interpolation for libyaml to miss
+    assert _packaged_profiles() == OmegaConf.to_container(OmegaConf.create(text))
