@@ -122,6 +122,10 @@ class Study:
     def run_dirs(self) -> list[str]:
         return [str(run_dir(d)) for d in self.runs]
 
+    def paths(self, sub: str, pattern: str, names: Sequence[str]) -> list[str]:
+        """``S.paths("tables", "{}.csv", names)``: one path per name (report items)."""
+        return [self.path(sub, pattern.format(n)) for n in names]
+
     def shard_output(self, s: Shard) -> str:
         return str(run_dir(self._run[s.model]) / "traces" / s.id / CHECKSUMS)
 
