@@ -30,10 +30,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.config.loader import load_option
     from containmentbench.pipeline.mixing import check_metrics
 
-    if not args.metrics.exists():
-        raise BenchError("metrics table not found", file=str(args.metrics))
-    check_metrics(args.metrics)  # never pool two models or configs
-
     if args.config is not None:
         from containmentbench.config.compose import read_resolved
         cfg = read_resolved(args.config)["analysis"]
@@ -43,6 +39,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
+    # the options first (as before the multi-model layout), then the metrics file
+    if not args.metrics.exists():
+        raise BenchError("metrics table not found", file=str(args.metrics))
+    check_metrics(args.metrics)  # never pool two models or configs
     summary = None
     if args.reparse is not None:
         if not args.reparse.exists():
