@@ -104,10 +104,39 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
     written = write(Table("cross_model_by_defense", caption, frame), out / "tables")
     info = {"models": models, "defenses": defenses, "comparisons": len(rows),
             "inputs": [os.path.relpath(p, out) for p in metrics], "resamples": s.resamples,
+            "analysis": {k: analysis[k] for k in ("resamples", "confidence", "seed",
+                                                  "max_batch_elements")},
             "simulated_agent": sim, "tables": sorted(p.name for p in written)}
     _atomic_json(out / "analysis.json", info)
     freeze_cross(out, metrics)
     return info
+
+
+def reproduce_cross(out: str | Path) -> dict[str, Any]:
+    """Rebuild the cross-model tables from the models' metrics (paths and settings in
+    ``analysis.json``) into a scratch folder and compare bytes with the frozen ones."""
+    import tempfile
+
+    out = Path(out)
+    info_path = out / "analysis.json"
+    if not info_path.exists():
+        raise BenchError("no analysis.json (run cross-model first)", file=str(out))
+    info = json.loads(info_path.read_text())
+    if "analysis" not in info or "inputs" not in info:
+        raise BenchError("no analysis settings or inputs recorded (rerun cross-model)",
+                         file=str(info_path))
+    metrics = [out / p for p in info["inputs"]]
+    differ, compared = [], 0
+    with tempfile.TemporaryDirectory(prefix="cb-cross-") as tmp:
+        cross_model(metrics, tmp, info["analysis"])
+        for p in sorted((out / "tables").rglob("*")):
+            if not p.is_file() or p.name.startswith("."):
+                continue
+            compared += 1
+            q = Path(tmp) / p.relative_to(out)
+            if not q.exists() or q.read_bytes() != p.read_bytes():
+                differ.append(p.relative_to(out).as_posix())
+    return {"compared": compared, "differ": differ}
 
 
 def _atomic_json(path: Path, obj: Any) -> None:

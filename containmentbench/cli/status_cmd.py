@@ -7,8 +7,8 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="list a study's shards per model: done, errored, failed, "
-                                      "missing, corrupt")
+    p = sub.add_parser("status", help="list a study's shards per model: done, stale, errored, "
+                                      "failed, missing, corrupt")
     p.add_argument("study", help="study name (config/study/<name>.yaml)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. backend=vllm")
     p.add_argument("--json", action="store_true")
@@ -34,7 +34,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{run_dir(data)}: {total} shards: " + ", ".join(
             f"{k} {len(v)}" for k, v in st.items()))
         if args.list:
-            for k in ("corrupt", "errored", "failed", "missing"):
+            for k in ("corrupt", "stale", "errored", "failed", "missing"):
                 for sid in st[k]:
                     print(f"{k:8} {sid}")
     return 0

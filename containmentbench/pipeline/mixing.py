@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from containmentbench.errors import BenchError
@@ -53,7 +54,11 @@ def check_traces(root: str | Path) -> None:
 
 def check_metrics(path: str | Path) -> None:
     """One model and one backend in a metrics table, or a one-line error."""
-    t = pq.read_table(path, columns=["model", "backend"])
+    try:
+        t = pq.read_table(path, columns=["model", "backend"])
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise BenchError(f"not a metrics table with model and backend columns ({exc})",
+                         file=str(path)) from None
     for col in ("model", "backend"):
         vals = sorted(set(t.column(col).to_pylist()))
         if len(vals) > 1:

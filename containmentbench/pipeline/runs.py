@@ -68,8 +68,12 @@ def load_runs(overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
         try:
             data = load_study([*overrides, f"model={model}", f"backend={backend}"])
         except BenchError as exc:
-            raise BenchError(f"model entry '{model}@{backend}': {exc.render()}",
-                             field=f"study.models[{i}]") from None
+            # errors about the entry's model or backend name the entry; others keep their key
+            f = exc.field or ""
+            ours = not f or f in ("model", "backend") or f.startswith(("model.", "backend."))
+            raise BenchError(f"model entry '{model}@{backend}': {exc.detail}",
+                             file=exc.file, line=exc.line,
+                             field=f"study.models[{i}]" if ours else f) from None
         slug = model_slug(data)
         if slug in seen:
             raise BenchError(f"model '{model_label(data)}' is listed twice (entries "

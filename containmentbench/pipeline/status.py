@@ -1,6 +1,8 @@
 """Shard status of one model's run: done, errored, failed, missing and corrupt.
 
 * done: the shard folder holds ``SHA256SUMS`` and every file matches it;
+* stale: finished and intact, but written under another shard key (the model, backend,
+  defense or runtime configuration changed since): the next run redoes it;
 * corrupt: the folder is finished but a file's bytes differ from ``SHA256SUMS`` (the next
   run moves it to ``quarantine/`` and redoes it);
 * errored: the last run of the shard ended with more provider errors than
@@ -12,19 +14,31 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from containmentbench.pipeline.plan import Shard, errored_marker, job_log, jobs, run_dir
+from containmentbench.pipeline.mixing import SHARD_RECORD
+from containmentbench.pipeline.plan import (
+    Shard,
+    errored_marker,
+    job_log,
+    jobs,
+    run_dir,
+    shard_key,
+)
 from containmentbench.trace.io import CHECKSUMS, verify_shard
 
-STATES = ("done", "errored", "failed", "missing", "corrupt")
+STATES = ("done", "stale", "errored", "failed", "missing", "corrupt")
 
 
 def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> str:
     root = run_dir(data)
     d = root / "traces" / s.id
     if (d / CHECKSUMS).exists():
-        return "corrupt" if verify_shard(d) else "done"
+        if verify_shard(d):
+            return "corrupt"
+        return "done" if _key_of(d) in (None, shard_key(data, s)) else "stale"
     if errored_marker(data, s).exists():
         return "errored"
     attempted = job_logged
@@ -32,6 +46,14 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> st
     attempted |= (root / "quarantine").exists() and any(
         (root / "quarantine").glob(f"{s.id}.*"))
     return "failed" if attempted else "missing"
+
+
+def _key_of(d: Path) -> str | None:
+    """The shard key recorded in ``SHARD.json`` (None for a shard written without one)."""
+    try:
+        return json.loads((d / SHARD_RECORD).read_text())["key"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def study_status(data: dict[str, Any]) -> dict[str, list[str]]:

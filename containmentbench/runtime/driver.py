@@ -105,16 +105,20 @@ class Progress:
             self.last = now
 
 
-def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBackend,
-                 ctx: ShardContext, cfg: RuntimeConfig, window: int = 512,
-                 progress: Progress | None = None,
-                 on_done: Callable[[int, Episode], None] | None = None
-                 ) -> tuple[list[Episode | None], list[float], list[float]]:
-    """Run every scenario once; returns finished episodes in input order with wall and
-    model seconds per episode."""
-    n = len(scenarios)
-    out: list[Episode | None] = [None] * n
-    wall = [0.0] * n
+def new_episode(s: Scenario, policy: Policy, ctx: ShardContext, cfg: RuntimeConfig) -> Episode:
+    spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
+                       ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
+                       ctx.agent_profile)
+    return Episode(s, policy, spec, cfg)
+
+
+def drive_lockstep(makers: Sequence[Callable[[], Episode]], backend: ModelBackend,
+                   window: int, progress: Progress | None,
+                   on_done: Callable[[int, Episode, float, float], None]) -> None:
+    """The lockstep loop over episodes built lazily by ``makers`` (of one shard or of every
+    shard of a job): at most ``window`` in flight, one ``generate`` call per tick over all
+    their pending requests; ``on_done(i, episode, wall_s, model_s)`` as each one finishes."""
+    n = len(makers)
     model_s = [0.0] * n
     started = [0.0] * n
     nxt = 0
@@ -122,12 +126,8 @@ def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBa
     done = actions = 0
     while nxt < n or active:
         while nxt < n and len(active) < window:
-            s = scenarios[nxt]
-            spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
-                               ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
-                               ctx.agent_profile)
             started[nxt] = time.perf_counter()
-            active.append((nxt, Episode(s, policy, spec, cfg)))
+            active.append((nxt, makers[nxt]()))
             nxt += 1
         reqs = [ep.request() for _, ep in active]
         t = time.perf_counter()
@@ -139,11 +139,8 @@ def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBa
             ep.feed(comp)
             actions += 1
             if ep.finished:
-                wall[i] = time.perf_counter() - started[i]
-                out[i] = ep
                 done += 1
-                if on_done is not None:
-                    on_done(i, ep)
+                on_done(i, ep, time.perf_counter() - started[i], model_s[i])
             else:
                 still.append((i, ep))
         active = still
@@ -151,6 +148,27 @@ def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBa
             progress.update(done, actions)
     if progress is not None:
         progress.update(done, actions, force=True)
+
+
+def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBackend,
+                 ctx: ShardContext, cfg: RuntimeConfig, window: int = 512,
+                 progress: Progress | None = None,
+                 on_done: Callable[[int, Episode], None] | None = None
+                 ) -> tuple[list[Episode | None], list[float], list[float]]:
+    """Run every scenario once; returns finished episodes in input order with wall and
+    model seconds per episode."""
+    n = len(scenarios)
+    out: list[Episode | None] = [None] * n
+    wall = [0.0] * n
+    model_s = [0.0] * n
+
+    def finished(i: int, ep: Episode, w: float, m: float) -> None:
+        out[i], wall[i], model_s[i] = ep, w, m
+        if on_done is not None:
+            on_done(i, ep)
+
+    makers = [lambda s=s: new_episode(s, policy, ctx, cfg) for s in scenarios]
+    drive_lockstep(makers, backend, window, progress, finished)
     return out, wall, model_s
 
 
@@ -189,11 +207,8 @@ async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: 
 
     async def one(i: int, s: Scenario) -> None:
         async with window:
-            spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
-                               ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
-                               ctx.agent_profile)
             t0 = time.perf_counter()
-            ep = Episode(s, policy, spec, cfg)
+            ep = new_episode(s, policy, ctx, cfg)
             while not ep.finished:
                 req = ep.request()
                 t = time.perf_counter()

@@ -138,7 +138,7 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
               f"not written", file=sys.stderr)
         return False
     tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)
-    write_shard(shard_dir(data, s), tables, {SHARD_RECORD: shard_record(data, s)})
+    write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)})
     marker.unlink(missing_ok=True)
     return True
 
@@ -156,8 +156,6 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
             write_marker: bool = True) -> JobResult:
     """Run every unfinished shard of ``job`` with one backend (loaded here unless given)."""
     from containmentbench.models.base import make_backend
-    from containmentbench.runtime.driver import Progress, run_episodes
-
     t0 = time.perf_counter()
     res = JobResult(job.name)
     pending: list[Shard] = []
@@ -183,13 +181,7 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
                 asyncio.run(_run_async(runs, backend, window, res, seed_supported, job.name,
                                        quiet))
             else:
-                for sr in runs:
-                    prog = None if quiet else Progress(len(sr.scenarios), sr.shard.id)
-                    eps, wall, model_s = run_episodes(sr.scenarios, sr.policy, backend,
-                                                      sr.ctx, sr.cfg, window, prog)
-                    ok = finish_shard(sr, eps, wall, model_s, seed_supported, job.name,
-                                      res.load_s)
-                    (res.done if ok else res.errored).append(sr.shard.id)
+                _run_lockstep(runs, backend, window, res, seed_supported, job.name, quiet)
         finally:
             if owned:
                 backend.close()
@@ -203,6 +195,34 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
                                        "shards": [s.id for s in job.shards]}) + "\n")
         os.replace(tmp, marker)
     return res
+
+
+def _run_lockstep(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,
+                  seed_supported: bool, job: str, quiet: bool) -> None:
+    """One lockstep loop over the episodes of every pending shard (so the batch stays full
+    across shard boundaries); each shard is written as soon as its last episode finishes."""
+    from containmentbench.runtime.driver import Progress, drive_lockstep, new_episode
+
+    index = [(r, k) for r, sr in enumerate(runs) for k in range(len(sr.scenarios))]
+    makers = [lambda sr=runs[r], k=k: new_episode(sr.scenarios[k], sr.policy, sr.ctx, sr.cfg)
+              for r, k in index]
+    eps = [[None] * len(sr.scenarios) for sr in runs]
+    wall = [[0.0] * len(sr.scenarios) for sr in runs]
+    model_s = [[0.0] * len(sr.scenarios) for sr in runs]
+    left = [len(sr.scenarios) for sr in runs]
+
+    def finished(i: int, ep: Any, w: float, m: float) -> None:
+        r, k = index[i]
+        eps[r][k], wall[r][k], model_s[r][k] = ep, w, m
+        left[r] -= 1
+        if left[r] == 0:
+            ok = finish_shard(runs[r], eps[r], wall[r], model_s[r], seed_supported, job,
+                              res.load_s)
+            (res.done if ok else res.errored).append(runs[r].shard.id)
+            eps[r] = []  # the shard is on disk: free its episodes
+
+    prog = None if quiet else Progress(len(index), f"job {job}")
+    drive_lockstep(makers, backend, window, prog, finished)
 
 
 async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,

@@ -98,7 +98,7 @@ def read_table(path: str | Path, name: str, columns: list[str] | None = None) ->
 
 
 def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table],
-                extra: Mapping[str, bytes] | None = None) -> Path:
+                *, extra: Mapping[str, bytes] | None = None) -> Path:
     """Write a shard's tables atomically with a checksum sidecar; returns the final folder.
 
     The files go to ``<out_dir>.tmp-<pid>`` first; the folder is renamed into place only when
