@@ -41,10 +41,11 @@ class Recorder:
             links: Sequence[Link] = (), labels: Iterable[str] = (), **fields: Any) -> int:
         """Append one node; ``flows`` propagate taint, ``links`` are structural or audit."""
         seq = len(self.events)
-        lab = set(labels)
+        own = frozenset(labels)
         edges = self.edges
+        parents = []
         for parent, ekind in flows:
-            lab |= self.labels[parent]
+            parents.append(self.labels[parent])
             edges.append((parent, seq, ekind, True))
         for parent, ekind in links:
             edges.append((parent, seq, ekind, False))
@@ -60,7 +61,14 @@ class Recorder:
             fields.setdefault("delegation_parent_id", agent.delegation_parent_id)
             fields.setdefault("principal_id", agent.principal_id)
             fields.setdefault("binding", "bound" if agent.delegation_id else "unbound")
-        frozen = frozenset(lab)
+        # the union of own and inherited labels; a node with one parent and no labels of its
+        # own shares the parent's set (same value, no copy: most nodes are like this)
+        if not parents:
+            frozen = own
+        elif len(parents) == 1 and not own:
+            frozen = parents[0]
+        else:
+            frozen = own.union(*parents)
         self.labels.append(frozen)
         fields["seq"] = seq
         fields["kind"] = kind
@@ -86,7 +94,9 @@ class Recorder:
             elif n == "event_id":
                 cols[n] = [f"{rid}:{ev['seq']}" for ev in evs]
             elif n == "labels":
-                cols[n] = [sorted(lab) for lab in self.labels]
+                memo: dict[frozenset[str], list[str]] = {}  # label sets repeat along a chain
+                cols[n] = [memo[lab] if lab in memo else memo.setdefault(lab, sorted(lab))
+                           for lab in self.labels]
             elif n == "trust":
                 cols[n] = ["untrusted" if is_tainted(lab) else "trusted" for lab in self.labels]
             else:
