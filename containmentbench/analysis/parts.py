@@ -30,11 +30,11 @@ from containmentbench.analysis.paired import (
     Comparison,
     Settings,
     attribution,
-    compare,
     divergence,
     sensitivity,
     stage_contribution,
 )
+from containmentbench.analysis.parallel import compare_many
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
 from containmentbench.progress import Progress
@@ -116,38 +116,35 @@ def sensitivity_part(df: pl.DataFrame, cfg: Mapping[str, Any]) -> dict[str, Any]
             "attribution": pl.concat(attr) if attr else None}
 
 
-def bootstrap_part(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str]
-                   ) -> dict[str, Any]:
+def bootstrap_part(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str],
+                   workers: int | None = None) -> dict[str, Any]:
     """Every resampled interval: configured comparisons (with their claim flag), the sweep
-    against the baseline over ``defenses`` (table order), divergence intervals."""
+    against the baseline over ``defenses`` (table order), divergence intervals. Comparisons
+    are resampled on ``workers`` processes (analysis.parallel: identical for any count)."""
     s = Settings.from_config(cfg)
     skipped: list[str] = []
-    n_intervals = 0
     n_sweep = len(cfg["sweep"]["metrics"]) * sum(d != cfg["sweep"]["baseline"]
                                                  for d in defenses)
     bar = Progress(len(cfg["comparisons"]) + n_sweep + len(cfg["divergence"]),
                    "bootstrap: comparisons", unit="comparison")
-
-    def run(spec: Mapping[str, Any]) -> Comparison | None:
-        nonlocal n_intervals
-        bar.update()
-        if not _have(df, spec["a"], spec["b"]):
-            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
-            return None
-        c = compare(df, spec["a"], spec["b"], spec["metric"], spec["stage"], s)
-        n_intervals += 2 * (c.n_pairs > 0)
-        return c
-
-    configured = [(bool(spec.get("claim")), run(spec)) for spec in cfg["comparisons"]]
-    sweep = []
     base = cfg["sweep"]["baseline"]
-    for d in defenses:
-        if d == base:
-            continue
-        for m in cfg["sweep"]["metrics"]:
-            c = run({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]})
-            if c is not None:
-                sweep.append(c)
+    specs = [(spec, bool(spec.get("claim"))) for spec in cfg["comparisons"]]
+    n_configured = len(specs)
+    specs += [({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]}, False)
+              for d in defenses if d != base for m in cfg["sweep"]["metrics"]]
+    present = []
+    for spec, _ in specs:
+        if _have(df, spec["a"], spec["b"]):
+            present.append(spec)
+        else:
+            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
+    done = iter(compare_many(df, present, s, workers))
+    bar.update(len(specs))
+    results = [(claim, next(done) if _have(df, spec["a"], spec["b"]) else None)
+               for spec, claim in specs]
+    n_intervals = sum(2 * (c.n_pairs > 0) for _, c in results if c is not None)
+    configured = results[:n_configured]
+    sweep = [c for _, c in results[n_configured:] if c is not None]
     div = []
     for spec in cfg["divergence"]:
         bar.update()

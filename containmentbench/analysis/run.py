@@ -46,7 +46,8 @@ def _have(df: pl.DataFrame, *defenses: str) -> bool:
 def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             reparse_summary: Mapping[str, Any] | None = None,
             sensitivity_path: str | Path | None = None,
-            bootstrap_path: str | Path | None = None) -> dict[str, Any]:
+            bootstrap_path: str | Path | None = None,
+            workers: int | None = None) -> dict[str, Any]:
     """Tables and figures. The sensitivity and bootstrap parts are read from the files the
     ``sensitivity`` and ``bootstrap`` rules cached (checked against these metrics and
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
@@ -60,7 +61,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     sens = read_part("sensitivity", sensitivity_path, metrics_path, cfg) \
         if sensitivity_path is not None else sensitivity_part(df, cfg)
     boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
-        if bootstrap_path is not None else bootstrap_part(df, cfg, ctx.defenses)
+        if bootstrap_path is not None else bootstrap_part(df, cfg, ctx.defenses, workers)
     skipped: list[str] = list(boot["skipped"])
     n_intervals = boot["intervals"]
     configured = [c for _, c in boot["configured"] if c is not None]
