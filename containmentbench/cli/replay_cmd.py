@@ -23,11 +23,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
+    from containmentbench.cli.rollout_cmd import prepare_out
+
+    prepare_out(args.out, args.force)
     scen = select(args.suite, args.stage, args.scenarios)
     backend = ScriptedBackend(BackendConfig("scripted", "scripted", options={"plan": args.plan}))
     ctx = ShardContext(args.study, f"scripted:{args.plan}", "scripted", args.defense, 0, None)
     res = run_and_write(scen, load_policy(args.defense), backend, ctx, RuntimeConfig(),
-                        args.out, 512, True)
+                        args.out, 512, True, args.force)
     print(f"wrote {args.out}: {res['rollouts']} replayed rollouts ({args.plan} plan)",
           file=sys.stderr)
     return 0

@@ -86,6 +86,12 @@ def validate(cfg: Any) -> dict[str, Any]:
     except Exception as exc:
         raise _hydra_error(exc) from None
     study, model, backend = data["study"], data["model"], data["backend"]
+    from containmentbench.config.bounds import check_bounds
+    from containmentbench.integrity.paths import check_dir, check_name
+
+    check_name(study["name"], "study.name")
+    check_dir(data["results_dir"], "results_dir")
+    check_bounds(data)
     if not study["seeds"]:
         raise BenchError("a study needs at least one seed", field="study.seeds")
     if not study["defenses"]:
@@ -164,6 +170,26 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
     import yaml
 
     path = Path(path)
-    if not path.exists():
-        raise BenchError("resolved config not found", file=str(path))
-    return yaml.safe_load(path.read_text())
+    if not path.is_file():
+        raise BenchError("resolved config not found (or not a file)", file=str(path))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BenchError("not UTF-8 text", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise BenchError(f"not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})",
+                         file=str(path), line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise BenchError("not a resolved study config (expected a mapping)", file=str(path))
+    try:
+        from omegaconf import OmegaConf
+
+        from containmentbench.config.schema import RootConfig
+        try:  # the same typed schema as at composition: wrong types name the key
+            cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.create(data))
+        except Exception as exc:
+            raise _hydra_error(exc) from None
+        return validate(cfg)
+    except BenchError as exc:
+        raise BenchError(exc.detail, file=str(path), field=exc.field) from None

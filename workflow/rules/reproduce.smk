@@ -11,4 +11,4 @@ rule reproduce:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "(containmentbench reproduce {params.study} && containmentbench verify {params.study}) > {log} 2>&1"
+        "(containmentbench reproduce {params.study:q} && containmentbench verify {params.study:q}) > {log:q} 2>&1"

@@ -22,4 +22,4 @@ rule rollout:
     resources:
         **S.gpu_rule_resources(),
     shell:
-        "containmentbench rollout --study-config {params.config} --shard {params.shard} --out {params.out} > {log} 2>&1"
+        "containmentbench rollout --study-config {params.config:q} --shard {params.shard:q} --out {params.out:q} --force > {log:q} 2>&1"
