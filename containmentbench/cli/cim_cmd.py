@@ -298,6 +298,9 @@ def _deltas(text: str) -> tuple[float, ...]:
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     import polars as pl
 
+    if args.out:
+        _own_file(args.out, (".parquet",))
+
     from containmentbench.cim.reconstruct import reconstruct_store, summarize
 
     deltas = _deltas(args.deltas)
@@ -335,9 +338,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_file(out: Path, suffixes: tuple[str, ...]) -> None:
+    """A --out file: new, or an earlier one of this kind (never a folder or another file)."""
+    from containmentbench.integrity.outdir import check_out_file
+
+    if out.suffix not in suffixes:
+        raise BenchError(f"expected a {' or '.join(suffixes)} file name", file=str(out),
+                         field="out")
+    check_out_file(out, lambda p: True)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from containmentbench.cim.report import report
 
+    if args.out:
+        _own_file(args.out, (".md", ".txt"))
     text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
                      effort_delegation=args.delegation)
     if args.out:

@@ -33,6 +33,8 @@ KINDS: dict[str, frozenset[str] | None] = {
     "shard": frozenset({"rollouts.parquet", "events.parquet", "edges.parquet",
                         "timings.parquet", "SHA256SUMS"}),
     "reparse": frozenset({"reparse.parquet", "summary.json"}),
+    "suite": frozenset({"MANIFEST.json", "security.jsonl", "memory_recovery.jsonl",
+                        "active_tainted.jsonl", "clean.jsonl"}),
     "cim-store": None,   # recognised by its marker or its manifest.json producer
 }
 _RENAME_EXCHANGE = 2

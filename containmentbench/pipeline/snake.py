@@ -64,7 +64,10 @@ class Study:
         self.shards = shards(self.data)
         self._by_id = {s.id: s for s in self.shards}
         if main_process:
-            if not dryrun:
+            if not dryrun:  # a dry run reports and changes nothing (bytes and mtimes)
+                from containmentbench.pipeline.locks import handle_stale_locks
+
+                handle_stale_locks()
                 save_resolved(self.data, self.config_path)
             self.quarantine_corrupt(report_only=dryrun)
 
@@ -138,9 +141,16 @@ class Study:
 
     # ------------------------------------------------------------------ pre-flight
 
+    # outputs computed from every shard: when a shard is redone they must be rebuilt in the
+    # same run (Snakemake does not look upstream of a finished study's present outputs)
+    DERIVED = ("metrics/rollout_metrics.parquet", "reparse/summary.json",
+               "reparse/reparse.parquet", "analysis.json", "MANIFEST.json")
+
     def quarantine_corrupt(self, report_only: bool = False) -> list[str]:
-        """A finished shard whose bytes no longer match its checksums is reported and moved
-        to ``quarantine/`` (kept, never deleted) so the DAG redoes it."""
+        """A finished shard whose bytes no longer match its checksums (or whose
+        ``SHA256SUMS`` is empty or malformed) is reported and moved to ``quarantine/`` (kept,
+        never deleted) so the DAG redoes it; the outputs derived from all shards are moved
+        aside with it so they are rebuilt in the same run. A dry run only reports."""
         moved = []
         for s in self.shards:
             d = self.dir / "traces" / s.id
@@ -149,21 +159,45 @@ class Study:
             bad = verify_shard(d)
             if not bad:
                 continue
+            what = ", ".join(Path(b).name for b in bad)
             if report_only:
-                print(f"containmentbench: corrupt shard {s.id}; a real run redoes it",
+                print(f"containmentbench: corrupt shard {s.id} ({what}); a real run "
+                      f"quarantines it and redoes it with everything downstream",
                       file=sys.stderr)
                 moved.append(s.id)
                 continue
-            n = 0
-            while (target := self.dir / "quarantine" / f"{s.id}.{n}").exists():
-                n += 1
+            target = _free(self.dir / "quarantine" / s.id)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(d, target)
-            print(f"containmentbench: corrupt shard {s.id} ({', '.join(Path(b).name for b in bad)}"
-                  f" differ from {CHECKSUMS}); moved to {target}; it will be redone",
-                  file=sys.stderr)
+            print(f"containmentbench: corrupt shard {s.id} ({what} does not match "
+                  f"{CHECKSUMS}); moved to {target}; it will be redone", file=sys.stderr)
             moved.append(s.id)
+        missing = any(not (self.dir / "traces" / s.id / CHECKSUMS).exists()
+                      for s in self.shards)
+        if missing and not report_only:
+            self.set_aside_derived()
         return moved
+
+    def set_aside_derived(self) -> Path | None:
+        """Move the present all-shard outputs to ``quarantine/derived.<n>/`` (kept)."""
+        present = [rel for rel in self.DERIVED if (self.dir / rel).is_file()]
+        if not present:
+            return None
+        target = _free(self.dir / "quarantine" / "derived")
+        for rel in present:
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.dir / rel, target / rel)
+        print(f"containmentbench: shards are missing or were quarantined; {len(present)} "
+              f"derived output(s) moved to {target} so this run rebuilds them",
+              file=sys.stderr)
+        return target
+
+
+def _free(base: Path) -> Path:
+    n = 0
+    while (cand := base.with_name(f"{base.name}.{n}")).exists():
+        n += 1
+    return cand
 
 
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:
