@@ -200,8 +200,36 @@ def _free(base: Path) -> Path:
     return cand
 
 
+# Snakemake options that only inspect (dry run, summaries, graphs, lint, unlock, touch):
+# ``workflow.dryrun`` is still False while the Snakefile is parsed (the executor is chosen
+# later), so the pre-flight reads the command line to change nothing for these.
+INSPECT_ONLY = {"--dry-run", "--dryrun", "--touch", "--summary", "--detailed-summary",
+                "--list-rules", "--list", "--list-target-rules", "--lt", "--dag", "--rulegraph",
+                "--filegraph", "--d3dag", "--lint", "--unlock", "--list-changes", "--lc",
+                "--list-input-changes", "--li", "--list-params-changes", "--lp",
+                "--list-code-changes", "--list-untracked", "--lu", "--cleanup-metadata",
+                "--cm", "--delete-all-output", "--delete-temp-output", "--archive",
+                "--print-compilation", "--export-cwl", "--report", "--containerize",
+                "--generate-unit-tests", "--conda-create-envs-only", "--create-envs-only"}
+_NO_VALUE_SHORT = set("npqrFfktTS")
+
+
+def inspect_only(argv: Sequence[str]) -> bool:
+    """Whether a Snakemake command line only inspects (``-n``, ``-np``, ``--dag`` ...)."""
+    for a in argv:
+        if a == "--":
+            break
+        if a.split("=", 1)[0] in INSPECT_ONLY:
+            return True
+        if len(a) > 1 and a[0] == "-" and a[1] != "-" and a[1:].isalpha() \
+                and set(a[1:]) <= _NO_VALUE_SHORT and set(a[1:]) & {"n", "t"}:
+            return True
+    return False
+
+
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:
     """Build the study or exit with a one-line error (exit 2) before any job is submitted."""
+    dryrun = dryrun or inspect_only(sys.argv[1:])
     try:
         return Study(config, main_process, dryrun)
     except BenchError as exc:
