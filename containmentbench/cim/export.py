@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from containmentbench.cim.chain import add_chain
-from containmentbench.cim.seal import begin_store, finish_store, seal_manifest
 from containmentbench.cim.otel import write_otlp
 from containmentbench.cim.project import TICK_US, project_events
 from containmentbench.cim.schema import validate
+from containmentbench.cim.seal import begin_store, finish_store, seal_manifest
 from containmentbench.cim.store import (
     DelegationWriter,
     partition_path,

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from containmentbench.errors import BenchError, VerifyError
+from containmentbench.errors import BenchError
 
 GEN_HELP = {
     "workflows": "comma-separated workflows W1,W2,W3 (§7.2.1)",
@@ -253,7 +253,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def cmd_divergence(args: argparse.Namespace) -> int:
     from containmentbench.cim.divergence import divergence
 
-    r = divergence(_store(args), delegation_id=args.delegation)
+    store = _store(args)
+    if args.delegation is not None:
+        store.delegation(args.delegation)  # an unknown id is bad input, not an empty answer
+    r = divergence(store, delegation_id=args.delegation)
     _emit(args, "divergence", r.table, r.info)
     return 0
 

@@ -21,11 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_reparse(args: argparse.Namespace) -> int:
-    from containmentbench.parser.reparse import summary_markdown
-    from containmentbench.parser.run import reparse_traces
-
     from containmentbench.cli.guards import need_dir
     from containmentbench.integrity.outdir import MARKER, check_out
+    from containmentbench.parser.reparse import summary_markdown
+    from containmentbench.parser.run import reparse_traces
 
     config = config_from(args)
     need_dir(args.traces, "traces")

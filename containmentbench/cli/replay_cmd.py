@@ -17,13 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from containmentbench.cli.rollout_cmd import prepare_out
     from containmentbench.models.base import BackendConfig
     from containmentbench.models.scripted import ScriptedBackend
     from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
-
-    from containmentbench.cli.rollout_cmd import prepare_out
 
     prepare_out(args.out, args.force)
     scen = select(args.suite, args.stage, args.scenarios)

@@ -176,6 +176,8 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise BenchError("not UTF-8 text", file=str(path)) from None
+    except RecursionError:
+        raise BenchError("YAML nested too deeply", file=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise BenchError(f"not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})",

@@ -184,10 +184,22 @@ def verify_shard(shard: str | Path) -> list[str]:
     return bad
 
 
-def shard_dirs(root: str | Path) -> list[Path]:
-    """Every finished shard folder (one holding ``SHA256SUMS``) below ``root``, sorted."""
-    return sorted(p.parent for p in Path(root).rglob(CHECKSUMS)
-                  if not p.parent.name.startswith("."))
+def shard_dirs(root: str | Path, verify: bool = True) -> list[Path]:
+    """Every finished shard folder (one holding ``SHA256SUMS``) below ``root``, sorted.
+    With ``verify`` (the default for every reader) a shard whose files do not match its
+    ``SHA256SUMS``, or whose ``SHA256SUMS`` is empty or malformed, is a one-line error: a
+    measurement is never computed from a damaged shard."""
+    out = sorted(p.parent for p in Path(root).rglob(CHECKSUMS)
+                 if not any(part.startswith(".") for part in
+                            p.parent.relative_to(root).parts))
+    if verify:
+        for d in out:
+            bad = verify_shard(d)
+            if bad:
+                raise SchemaError(f"shard does not match its {CHECKSUMS} (damaged or "
+                                  f"unfinished; `snakemake` quarantines and redoes it)",
+                                  file=bad[0])
+    return out
 
 
 def read_shards(root: str | Path, name: str, columns: list[str] | None = None

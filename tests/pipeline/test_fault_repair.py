@@ -104,7 +104,7 @@ def test_dry_run_changes_nothing_then_one_run_repairs(finished):
     ["scenarios", "generate", "--suite", "smoke", "--out", "{s}", "--force"],
 ])
 def test_out_at_a_finished_study_leaves_it_in_place(finished, argv, tmp_path, capsys):
-    _, study, ref = finished
+    ref = finished[2]
     copy = tmp_path / "copy"
     shutil.copytree(ref, copy)
     before = _snapshot(tmp_path)
