@@ -308,6 +308,8 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
     deltas = _deltas(args.deltas)
     t0 = time.perf_counter()
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
     per, runs = reconstruct_store(_store(args), deltas, args.max_buckets)
     if per.height == 0:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
@@ -356,6 +358,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.out:
         _own_file(args.out, (".md", ".txt"))
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
     text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
                      effort_delegation=args.delegation)
     if args.out:

@@ -153,12 +153,15 @@ def prepare_out(out: Path, force: bool) -> None:
     check_out(out, "shard", force)
 
 
-def check_bounds(window: int, runtime: dict[str, Any], seed: int) -> None:
+def check_bounds(r: dict[str, Any]) -> None:
+    """The ranges of the typed config (config/bounds.py), for the flags that set them."""
     from containmentbench.config.bounds import check_value
 
-    check_value("backend.window", window, "window")
-    check_value("runtime.max_steps", runtime.get("max_steps"), "max-steps")
-    check_value("study.seeds", seed, "seed")
+    check_value("backend.window", r["window"], "window")
+    check_value("runtime.max_steps", r["runtime"].get("max_steps"), "max-steps")
+    check_value("study.seeds", r["seed"], "seed")
+    check_value("backend.max_tokens", r["max_tokens"], "max-tokens")
+    check_value("backend.temperature", r["temperature"], "temperature")
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
@@ -168,7 +171,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from containmentbench.runtime.episode import RuntimeConfig
 
     r = _from_study(args) if args.study_config else _from_args(args)
-    check_bounds(r["window"], r["runtime"], r["seed"])
+    check_bounds(r)
     out = Path(r["out"])
     prepare_out(out, args.force)
     scen = select(r["suite"], r["stage"], r["scenarios"])

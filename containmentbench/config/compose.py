@@ -190,8 +190,17 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
         from containmentbench.config.schema import RootConfig
         try:  # the same typed schema as at composition: wrong types name the key
             cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.create(data))
+            plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as exc:
             raise _hydra_error(exc) from None
-        return validate(cfg)
+        # names, paths and ranges; not the host-specific checks of `validate` (a model
+        # folder mounted only on GPU nodes must not fail the analysis job on a CPU node)
+        from containmentbench.config.bounds import check_bounds
+        from containmentbench.integrity.paths import check_dir, check_name
+
+        check_name(plain["study"]["name"], "study.name")
+        check_dir(plain["results_dir"], "results_dir")
+        check_bounds(plain)
+        return plain
     except BenchError as exc:
         raise BenchError(exc.detail, file=str(path), field=exc.field) from None

@@ -112,3 +112,27 @@ def test_out_at_a_finished_study_leaves_it_in_place(finished, argv, tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "field 'out'" in err[0], err
     assert _snapshot(tmp_path) == before
+
+
+def test_paths_are_quoted_and_checked(tmp_path):
+    """A space in results_dir is data (rules quote paths); metacharacters and `..` in names
+    are refused before any rule runs."""
+    results = tmp_path / "with space"
+    res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                          "-n", "-p", "--config", "study=smoke",
+                          f"overrides=[results_dir='{results}']"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    shell = [ln for ln in (res.stdout + res.stderr).splitlines()
+             if ln.startswith("Shell command:") and "containmentbench" in ln]
+    assert len(shell) >= 30  # every rule's command ...
+    for line in shell:       # ... names the folder only inside quotes
+        assert f"'{results}/smoke/" in line and f" {results}/" not in line, line
+    for bad, field in (("study.name=../../x", "study.name"),
+                       (f"results_dir='{tmp_path}/a$(touch X)'", "results_dir")):
+        res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                              "-n", "--config", "study=smoke", f"overrides=[{bad}]"],
+                             capture_output=True, text=True, timeout=300)
+        err = [ln for ln in res.stderr.splitlines() if ln.startswith("containmentbench")]
+        assert res.returncode == 2 and len(err) == 1 and f"field '{field}'" in err[0], err
+    assert not (tmp_path / "X").exists() and not (tmp_path.parent / "x").exists()
