@@ -56,6 +56,9 @@ def kind_of(d: Path) -> str | None:
     for kind, allowed in KINDS.items():
         if allowed is not None and names and names <= allowed:
             return kind
+    if "index.html" in names and all(n.endswith((".html", ".css", ".js", ".svg"))
+                                     or n in ("rollouts", "figures", "assets") for n in names):
+        return "report"  # a static HTML report written before markers existed
     man = d / "manifest.json"
     if man.is_file() and names <= {"manifest.json", "events", "delegations", "otel",
                                     "truth", "truth.parquet"}:

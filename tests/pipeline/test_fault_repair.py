@@ -102,6 +102,7 @@ def test_dry_run_changes_nothing_then_one_run_repairs(finished):
     ["metrics", "{s}/traces", "--out", "{s}/analysis.json"],
     ["reparse", "{s}/traces", "--out", "{s}"],
     ["scenarios", "generate", "--suite", "smoke", "--out", "{s}", "--force"],
+    ["report", "{s}", "--out", "{s}", "--force"],
 ])
 def test_out_at_a_finished_study_leaves_it_in_place(finished, argv, tmp_path, capsys):
     ref = finished[2]
