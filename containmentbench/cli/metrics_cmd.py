@@ -26,11 +26,13 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     from containmentbench.config.bounds import check_value
     from containmentbench.integrity.outdir import check_out_file, commit_file
     from containmentbench.metrics.compute import compute_metrics, write_metrics
+    from containmentbench.pipeline.mixing import check_traces
 
     check_value("workers", args.workers, "workers")
     need_dir(args.traces, "traces")
     check_out_file(args.out, lambda p: is_parquet_table(p, "rollout_metrics"))
     t0 = time.perf_counter()
+    check_traces(args.traces)  # never pool two models or configs
     table = compute_metrics(args.traces, args.workers)
     tmp = args.out.with_name(f".{args.out.name}.new-{os.getpid()}")
     write_metrics(table, tmp)

@@ -31,7 +31,7 @@ MARKER = ".containmentbench-out"
 # recognised as that kind even when it was written before markers existed.
 KINDS: dict[str, frozenset[str] | None] = {
     "shard": frozenset({"rollouts.parquet", "events.parquet", "edges.parquet",
-                        "timings.parquet", "SHA256SUMS"}),
+                        "timings.parquet", "SHA256SUMS", "SHARD.json"}),
     "reparse": frozenset({"reparse.parquet", "summary.json"}),
     "suite": frozenset({"MANIFEST.json", "security.jsonl", "memory_recovery.jsonl",
                         "active_tainted.jsonl", "clean.jsonl"}),

@@ -114,15 +114,16 @@ def _same_shard(new: Path, old: Path) -> bool:
     return a is not None and a == b and not verify_shard(old)
 
 
-def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table], force: bool = False
-                ) -> Path:
+def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table], *,
+                extra: Mapping[str, bytes] | None = None, force: bool = False) -> Path:
     """Write a shard's tables atomically with a checksum sidecar; returns the final folder.
 
     The files go to ``.<name>.tmp-<pid>`` first; the folder is put in place only when every
     file and ``SHA256SUMS`` are written (integrity.outdir.commit_dir: an identical existing
     shard is kept, a different one is replaced only with ``force`` and then moved aside,
     never deleted; a folder that is not a shard is refused). Leftovers of a killed earlier
-    run are cleaned first."""
+    run are cleaned first. ``extra`` files (name -> bytes, e.g. the shard's key record) are
+    written and checksummed with the tables."""
     out = Path(out_dir)
     clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists() and not verify_shard(d))
     check_out(out, "shard", force)
@@ -134,6 +135,9 @@ def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table], force: bool
             p = tmp / f"{name}.parquet"
             write_table(p, name, table)
             sums.append(f"{sha256_file(p)}  {name}.parquet")
+        for fname, payload in (extra or {}).items():
+            (tmp / fname).write_bytes(payload)
+            sums.append(f"{sha256_file(tmp / fname)}  {fname}")
         (tmp / CHECKSUMS).write_text("\n".join(sorted(sums, key=lambda s: s.split()[1]))
                                      + "\n")
     except BaseException:
