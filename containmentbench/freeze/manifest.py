@@ -37,6 +37,7 @@ MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
             "vllm")
+RUN_SCHEMA = "containmentbench-manifest/1"
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
 
 
@@ -114,7 +115,7 @@ def freeze(study: str | Path) -> dict[str, Any]:
         from omegaconf import OmegaConf
         resolved = OmegaConf.to_container(OmegaConf.load(study / "config.yaml"), resolve=True)
         config = {"file": "config.yaml", "hash": sha256_json(resolved)}
-    manifest = {"schema": "containmentbench-manifest/1", "study": study.name, **facts,
+    manifest = {"schema": RUN_SCHEMA, "study": study.name, **facts,
                 "files": files, "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
                 "simulated_agent": "sim" in facts["backends"]}
@@ -191,7 +192,8 @@ def verify(study: str | Path, key: bytes | None = None) -> list[str]:
                if f.suffix != ".log"}
     for rel in sorted(on_disk - set(manifest["files"])):
         problems.append(f"{rel}: file added (not in {MANIFEST})")
-    problems += _check_metadata(study, manifest)
+    if manifest.get("schema") == RUN_SCHEMA:  # a model's run directory (not cross_model/)
+        problems += _check_metadata(study, manifest)
     if key is not None:
         meta = {k: v for k, v in manifest.items() if k not in ("files", "auth")}
         problems += check_record(key, manifest.get("auth"), meta, manifest["files"], MANIFEST)
