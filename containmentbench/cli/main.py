@@ -85,7 +85,25 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("containmentbench: interrupted", file=sys.stderr)
         return 130
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # unreadable input the verb did not anticipate (pyarrow's errors are ValueErrors or
+        # OSErrors): still one line naming the file, never a traceback (issue: data safety)
+        print(f"containmentbench: error: {_input_error(exc, args)}", file=sys.stderr)
+        return 2
     return int(rc or 0)
+
+
+def _input_error(exc: BaseException, args: argparse.Namespace) -> str:
+    from pathlib import Path
+
+    where = getattr(exc, "filename", None)
+    if where is None:
+        paths = [str(v) for v in vars(args).values() if isinstance(v, Path)]
+        where = paths[0] if paths else None
+    text = " ".join(str(getattr(exc, "strerror", None) or exc).split()) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        text = "input nested too deeply"
+    return f"{where}: {type(exc).__name__}: {text}" if where else f"{type(exc).__name__}: {text}"
 
 
 if __name__ == "__main__":

@@ -67,17 +67,36 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if not path.exists():
         raise BenchError(f"no {MANIFEST} in {directory}", file=str(path))
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValidationError("not UTF-8 text", file=str(path)) from None
+    except RecursionError:
+        raise ValidationError("JSON nested too deeply", file=str(path)) from None
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno)
+        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
+                              line=exc.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), dict) or \
+            not isinstance(data.get("scenarios"), dict):
+        raise ValidationError("expected an object with 'stages' and 'scenarios' objects",
+                              file=str(path))
+    return data
+
+
+def _lines(fh: Any, path: Path) -> Any:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, start=1):  # noqa: B007 (lineno used below)
+            yield lineno, line
+    except UnicodeDecodeError:
+        raise ValidationError("not UTF-8 text", file=str(path), line=lineno + 1) from None
 
 
 def read_stage(path: Path) -> list[Scenario]:
     """Parse and validate one stage file; errors name file, line and field."""
     out: list[Scenario] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:
@@ -85,11 +104,18 @@ def read_stage(path: Path) -> list[Scenario]:
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
                                       line=lineno) from None
+            except RecursionError:
+                raise ValidationError("JSON nested too deeply", file=str(path),
+                                      line=lineno) from None
             try:
                 sc = Scenario.from_dict(record)
             except ValidationError as exc:
                 raise ValidationError(exc.detail, file=str(path), line=lineno,
                                       field=exc.field) from None
+            except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+                # a value the typed checks let through: still one line, file and line
+                raise ValidationError(f"malformed record ({type(exc).__name__}: {exc})",
+                                      file=str(path), line=lineno) from None
             if sc.id in seen:
                 raise ValidationError(f"duplicate scenario id '{sc.id}'", file=str(path),
                                       line=lineno, field="id")

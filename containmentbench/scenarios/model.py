@@ -161,6 +161,9 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scenario:
+        from containmentbench.scenarios.shape import check_shape
+
+        check_shape(d)  # every field's JSON type at every level, named (shape.py)
         w = ""
         if _req(d, "schema_version", int, w) != SCHEMA_VERSION:
             raise ValidationError(f"unsupported schema_version {d['schema_version']}",

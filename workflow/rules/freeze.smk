@@ -13,4 +13,4 @@ rule freeze:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "(containmentbench freeze {params.study} && containmentbench verify {params.study}) > {log} 2>&1"
+        "(containmentbench freeze {params.study:q} && containmentbench verify {params.study:q}) > {log:q} 2>&1"
