@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from containmentbench.canonical import sha256_file
 from containmentbench.errors import SchemaError
 from containmentbench.trace.io import read_table, write_table
 from containmentbench.trace.validate import check_edges, check_events, check_shard
@@ -79,6 +80,11 @@ def test_metrics_cli_one_line_error(shard, tmp_path, capsys):
     _, ed = _tables(shard)
     src, dst = ed.column("src")[5].as_py(), ed.column("dst")[5].as_py()
     write_table(bad / "edges.parquet", "edges", _set(_set(ed, "src", 5, dst), "dst", 5, src))
+    # a shard written that way by a faulty writer: its checksums match, its content is wrong
+    sums = bad / "SHA256SUMS"
+    sums.write_text("".join(
+        f"{sha256_file(bad / 'edges.parquet')}  edges.parquet\n" if ln.endswith("edges.parquet")
+        else ln + "\n" for ln in sums.read_text().splitlines()))
     capsys.readouterr()
     assert run_cli("metrics", tmp_path / "traces", "--out", tmp_path / "m.parquet",
                    "--workers", 1) == 2
