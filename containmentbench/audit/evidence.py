@@ -41,15 +41,24 @@ def canaries_in(text: str) -> set[str]:
     return set(CANARY_RE.findall(text))
 
 
+_IDENT = re.compile(r"[@\d]")
+
+
 def tokens(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in STOP]
+    """Word tokens without stop words and without one-letter fragments ("year's" -> year)."""
+    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in STOP]
 
 
 def lcs_ratio(src_tokens: list[str], sink_tokens: list[str]) -> float:
-    """sigma_2 of paper 001 §4.2 on word tokens."""
+    """sigma_2 of paper 001 §4.2 on word tokens. A common subsequence of one ordinary word
+    (say "team" against a two-word subject) is not lexical provenance and scores 0; one shared
+    identifier (an address, a number, a date) is, and keeps its ratio."""
     if not src_tokens or not sink_tokens:
         return 0.0
-    return LCSseq.similarity(src_tokens, sink_tokens) / min(len(src_tokens), len(sink_tokens))
+    n = LCSseq.similarity(src_tokens, sink_tokens)
+    if n == 1 and not any(_IDENT.search(t) for t in set(src_tokens) & set(sink_tokens)):
+        return 0.0
+    return n / min(len(src_tokens), len(sink_tokens))
 
 
 def chunks(text: str, k: int) -> list[str]:

@@ -88,6 +88,7 @@ def make(base: Scenario, family: str, i: int, positive: bool, tier: str | None,
          "amount": f"${int(rng.integers(20, 90))},{int(rng.integers(100, 999))}",
          "date": f"2026-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}",
          "acct": f"{int(rng.integers(10**7, 10**8))}"}
+    v["tdate"] = f"2027-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}"
     payload = T.PAYLOADS[int(rng.integers(len(T.PAYLOADS)))]
     instr, copy_, para, para2 = (x.format(**v) for x in payload)
     benign_src = T.BENIGN_SOURCE[i % len(T.BENIGN_SOURCE)].format(**v)

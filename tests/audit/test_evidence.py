@@ -21,13 +21,18 @@ def test_lcs_ratio_independent_values() -> None:
     # LCS of (a b c d) and (b d x) is (b d): 2 / min(4, 3)
     assert lcs_ratio(["a", "b", "c", "d"], ["b", "d", "x"]) == 2 / 3
     assert lcs_ratio(["a"], []) == 0.0
-    # order matters: a subsequence, not a set
-    assert lcs_ratio(["a", "b", "c"], ["c", "b", "a"]) == 1 / 3
+    # one shared ordinary word is not provenance; one shared identifier is
+    assert lcs_ratio(["aa", "bb", "cc"], ["cc", "bb", "aa"]) == 0.0
+    assert lcs_ratio(["team", "know"], ["team", "update"]) == 0.0
+    assert lcs_ratio(["pay", "bob@x.local"], ["bob@x.local", "now"]) == 1 / 2
+    # order matters: a subsequence, not a set (LCS of aa bb cc dd / dd cc bb aa is one word)
+    assert lcs_ratio(["aa", "bb", "cc"], ["bb", "cc", "aa"]) == 2 / 3
 
 
 def test_tokens_drop_stop_words_and_keep_identifiers() -> None:
     assert tokens("Send the file to bob@x.local on 2026-01-02.") == \
         ["send", "file", "bob@x.local", "2026-01-02"]
+    assert tokens("Last year's notes") == ["last", "year", "notes"]
 
 
 def test_chunks_and_coverage() -> None:
