@@ -70,6 +70,7 @@ def main() -> None:
 
     t = time.perf_counter()
     emb = Embedder(batch_size=64)
+    emb._load()
     t_load = time.perf_counter() - t
     sinks = [s for _, _, ss in per for s in ss]
     t = time.perf_counter()
@@ -78,6 +79,7 @@ def main() -> None:
     texts = emb.encoded
 
     one = Embedder(batch_size=1)
+    one.model, one.tok, one.torch = emb.model, emb.tok, emb.torch
     t = time.perf_counter()
     embed(sinks, one, pol, everything=True)
     t_single = time.perf_counter() - t

@@ -34,20 +34,25 @@ class Embedder:
     """Batched, cached sentence embeddings (float32, unit norm)."""
 
     def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
+        model_path()  # a missing package is a one-line error now, not after the first pass
+        self.batch_size = batch_size
+        self.threads = threads
+        self.cache: dict[str, np.ndarray] = {}
+        self.encoded = 0  # texts actually run through the model
+        self.model = None  # loaded on first use: an audit decided by Tiers 1-2 never loads it
+
+    def _load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        if threads:
-            torch.set_num_threads(threads)
+        if self.threads:
+            torch.set_num_threads(self.threads)
         path = model_path()
         self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).eval()
-        self.batch_size = batch_size
-        self.cache: dict[str, np.ndarray] = {}
-        self.encoded = 0  # texts actually run through the model
 
     @staticmethod
     def key(text: str) -> str:
@@ -59,8 +64,10 @@ class Embedder:
         keys = [self.key(t) for t in texts]
         todo = sorted({k: t for k, t in zip(keys, texts) if k not in self.cache}.items(),
                       key=lambda kv: len(kv[1]))
-        torch = self.torch
+        if todo and self.model is None:
+            self._load()
         for i in range(0, len(todo), self.batch_size):
+            torch = self.torch
             part = todo[i:i + self.batch_size]
             enc = self.tok([t for _, t in part], padding=True, truncation=True,
                            max_length=MAX_TOKENS, return_tensors="pt")
