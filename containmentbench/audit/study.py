@@ -46,10 +46,11 @@ RO_COLS = ["rollout_id", "suite", "scenario_id", "scenario_hash", "stage", "defe
 class StudyReplay:
     """Builds a :class:`Replayer` for a rollout of a study run (sim backend only)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], sinks: frozenset[str]) -> None:
         from containmentbench.runtime.episode import RuntimeConfig
 
         self.data = config
+        self.sinks = sinks
         b = config["backend"]
         self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
                                  **{k: v for k, v in config["runtime"].items()
@@ -82,7 +83,7 @@ class StudyReplay:
         spec = RolloutSpec(row["rollout_id"], self.data["study"]["name"], row["model"], "sim",
                            row["defense"], int(row["seed"]), row["agent_profile"])
         return Replayer(s, self._pol[row["defense"]], spec, self.cfg, self._backends[prof],
-                        frozenset())
+                        self.sinks)
 
 
 def _group(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
@@ -163,7 +164,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     cfg_path = run_dir / "config.yaml"
     if replay and cfg_path.exists():
         from containmentbench.config.compose import read_resolved
-        replayer_for = StudyReplay(read_resolved(cfg_path))
+        replayer_for = StudyReplay(read_resolved(cfg_path), policy.sinks)
     th = policy.thresholds
     per: list[tuple[dict[str, Any], list[dict], list[SinkAudit], str]] = []
     with tempfile.TemporaryDirectory(prefix="cb-dcpg-") as state:
@@ -195,13 +196,13 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "replays": sum(replays.values()),
                "implicit_analysis": "replay" if replayer_for else "not run (no replayable "
                                                                   "backend)",
-               "simulated_agent": any(r["backend"] == "sim" for r, _, _ in items),
-               "embedded_texts": emb.encoded if hasattr(emb, "encoded") else None}
+               "simulated_agent": any(r["backend"] == "sim" for r, _, _ in items)}
+    encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
     tmp = out_dir / f".summary.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out_dir / "summary.json")
     print(f"audit: {len(items)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
           f"attributed, {summary['replays']} replays; dcpg+tiers 1-2 {t1 - t0:.1f} s, "
-          f"embeddings {t2 - t1:.1f} s ({summary['embedded_texts']} texts), replays "
+          f"embeddings {t2 - t1:.1f} s ({encoded} texts encoded), replays "
           f"{t3 - t2:.1f} s; wrote {out_dir} ({len(written)} table files)", file=log)
     return summary

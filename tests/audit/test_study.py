@@ -22,7 +22,7 @@ def run_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("run")
     data = load_study(["study=smoke"])
     save_resolved(data, d / "config.yaml")
-    for stage in ("security", "memory_recovery"):
+    for stage in ("security", "memory_recovery", "active_tainted"):
         out = d / "traces" / "sim-default" / "none" / "seed=1" / stage / "shard-000"
         assert main(["rollout", "--suite", "smoke", "--stage", stage, "--defense", "none",
                      "--seed", "1", "--study", "smoke", "--out", str(out), "--quiet"]) == 0
@@ -46,6 +46,9 @@ def test_audit_writes_hashed_outputs_and_leaves_traces_alone(run_dir: Path, bag)
     sinks = pq.read_table(out / "sinks.parquet").to_pylist()
     assert info["sinks"] == len(sinks) > 0
     assert info["implicit_analysis"] == "replay"
+    # the sim backend reproduces its own traces, so every probe got a causal verdict
+    assert all(s["replay_ok"] is not False for s in sinks)
+    assert any(s["probed"] for s in sinks) and info["replays"] > 0
     audited = [s for s in sinks if s["audited"]]
     assert audited and all(s["tier"] and s["flow_class"] and s["path"] for s in audited)
     # memory_recovery sinks that reuse persisted memory are asynchronous
