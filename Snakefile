@@ -34,6 +34,7 @@ include: "workflow/rules/reparse.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/freeze.smk"
 include: "workflow/rules/reproduce.smk"
 

@@ -1,6 +1,7 @@
 rule freeze:
     input:
-        rules.analysis.output,
+        rules.analysis.output[0],
+        rules.report.output,
         rules.audit.output,
     output:
         S.path("MANIFEST.json"),
