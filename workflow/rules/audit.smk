@@ -9,7 +9,7 @@ rule audit:
     log:
         S.path("logs", "audit.log"),
     params:
-        run_dir=S.path(),
+        run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
     threads: 2
     conda:
         "../envs/containmentbench.yaml"
