@@ -128,10 +128,28 @@ def probe_sinks(sinks: list[SinkAudit], replayer: Replayer | None,
             p.conjunctive = conj and p.cause
 
 
+def judge_sinks(sinks: list[SinkAudit], judge: Any, events: list[dict[str, Any]],
+                th: Thresholds) -> None:
+    """The §4.3 judge fallback for sinks whose rollout cannot be replayed."""
+    by_seq = {e["seq"]: e for e in events}
+    for s in sinks:
+        cands = [p for p in s.pairs if explicit_tier(p, th)[0] is None]
+        if not cands:
+            continue
+        from containmentbench.audit.judge import history
+        ctx = history(events, by_seq[s.seq].get("agent_instance") or "", s.seq)
+        s.probed = True
+        for p in cands:
+            v = judge.influenced(ctx, p.source_text, s.tool, s.args)
+            if v is not None:
+                p.cause, p.cause_conf, p.cause_tier = v[0], v[1], "judge"
+
+
 def verdict(s: SinkAudit, th: Thresholds) -> dict[str, Any]:
     """The sink's audited flow: class, tier, confidence, sources and provenance path."""
     best: tuple[float, int, Pair, str] | None = None
-    order = {"canary": 0, "string": 1, "semantic": 2, "fragment": 3, "counterfactual": 4}
+    order = {"canary": 0, "string": 1, "semantic": 2, "fragment": 3, "counterfactual": 4,
+             "judge": 5}
     hits = []
     for p in s.pairs:
         tier, conf = decide(p, th)
@@ -148,7 +166,7 @@ def verdict(s: SinkAudit, th: Thresholds) -> dict[str, Any]:
     sources = sorted({h[0].source_id for h in hits})
     asynchronous = bool(s.vias.get(p.source_id, frozenset()) & ASYNC_VIAS)
     cls = "asynchronous" if asynchronous else \
-        ("implicit" if tier == "counterfactual" else "explicit")
+        ("implicit" if tier in ("counterfactual", "judge") else "explicit")
     return {"audited": True, "flow_class": cls, "tier": tier, "confidence": round(conf, 6),
             "sources": sources, "path": json.dumps(list(s.paths[p.source_id])),
             "conjunctive": any(h[0].conjunctive for h in hits)}

@@ -27,6 +27,7 @@ from containmentbench.audit.auditor import (
     SinkAudit,
     collect,
     embed,
+    judge_sinks,
     original_calls,
     probe_sinks,
     verdict,
@@ -151,7 +152,8 @@ DCPG = pa.schema([("rollout_id", pa.string()), ("graph", pa.string())])
 
 
 def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool = True,
-                out: str | Path | None = None, log: Any = sys.stderr) -> dict[str, Any]:
+                out: str | Path | None = None, log: Any = sys.stderr,
+                judge: Any = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     out_dir = Path(out) if out else run_dir / "audit"
     t0 = time.perf_counter()
@@ -179,6 +181,8 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     for row, evs, sinks, _ in per:
         rep = replayer_for(row) if replayer_for and sinks else None
         probe_sinks(sinks, rep, original_calls(evs, policy.sinks), th, everything=False)
+        if rep is None and judge is not None and sinks:
+            judge_sinks(sinks, judge, evs, th)
         replays[row["rollout_id"]] = rep.replays if rep else 0
     t3 = time.perf_counter()
     sink_rows = [sink_record(s, verdict(s, th)) for _, _, ss, _ in per for s in ss]
@@ -194,8 +198,13 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "rollouts": len(items), "sinks": len(sink_rows),
                "audited": sum(r["audited"] for r in sink_rows),
                "replays": sum(replays.values()),
-               "implicit_analysis": "replay" if replayer_for else "not run (no replayable "
-                                                                  "backend)",
+               "implicit_analysis": "+".join(
+                   [m for m, on in (("replay", replayer_for is not None and any(
+                       r["backend"] == "sim" for r, _, _ in items)),
+                                    ("judge", judge is not None)) if on])
+                   or "not run (no replayable backend, no judge)",
+               "judge_calls": judge.calls if judge is not None else 0,
+               "judge_unparsed": judge.unparsed if judge is not None else 0,
                "simulated_agent": any(r["backend"] == "sim" for r, _, _ in items)}
     encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
     tmp = out_dir / f".summary.json.tmp-{os.getpid()}"

@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip the counterfactual replays (implicit analysis not run)")
     r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
     r.add_argument("--batch-size", type=int, default=64, help="embedding batch size")
+    r.add_argument("--judge-backend", default=None,
+                   help="causal-judge fallback for traces that cannot be replayed (paper 001 "
+                        "§4.3): a backend name, e.g. openai")
+    r.add_argument("--judge-model", default=None, help="the judge's model id")
+    r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="judge backend option (e.g. base_url=http://localhost:8000/v1)")
     r.set_defaults(func=cmd_run)
     c = asub.add_parser("policy", help="validate an audit policy YAML and print its hash")
     c.add_argument("file", type=Path)
@@ -74,8 +80,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError("must be >= 1", field="batch-size")
     from containmentbench.audit.embed import Embedder
 
+    judge = None
+    if args.judge_backend:
+        from containmentbench.audit.judge import Judge
+        from containmentbench.cli.rollout_cmd import parse_options
+        from containmentbench.models.base import BackendConfig, make_backend
+
+        if not args.judge_model:
+            raise BenchError("--judge-backend needs --judge-model", field="judge-model")
+        judge = Judge(make_backend(BackendConfig(name=args.judge_backend,
+                                                 model=args.judge_model, max_tokens=256,
+                                                 temperature=0.0,
+                                                 options=parse_options(args.judge_option))))
     info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
-                       replay=not args.no_replay, out=args.out)
+                       replay=not args.no_replay, out=args.out, judge=judge)
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0
