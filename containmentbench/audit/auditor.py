@@ -167,7 +167,8 @@ def verdict(s: SinkAudit, th: Thresholds) -> dict[str, Any]:
     asynchronous = bool(s.vias.get(p.source_id, frozenset()) & ASYNC_VIAS)
     cls = "asynchronous" if asynchronous else \
         ("implicit" if tier in ("counterfactual", "judge") else "explicit")
-    return {"audited": True, "flow_class": cls, "tier": tier, "confidence": round(conf, 4),  # 4 decimals: BLAS thread counts differ below
+    # 4 decimals: embedding sums differ below that across BLAS thread counts
+    return {"audited": True, "flow_class": cls, "tier": tier, "confidence": round(conf, 4),
             "sources": sources, "path": json.dumps(list(s.paths[p.source_id])),
             "conjunctive": any(h[0].conjunctive for h in hits)}
 
