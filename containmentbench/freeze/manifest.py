@@ -4,6 +4,7 @@ Layout of a study folder::
 
     traces/<model>/<defense>/seed=<s>/<stage>/shard-<k>/{rollouts,events,edges,timings}.parquet
     reparse/{reparse.parquet,summary.json}   metrics/rollout_metrics.parquet
+    audit/{sinks,rollouts,dcpg}.parquet, audit/summary.json, audit/tables/   (provenance audit)
     tables/  figures/  analysis.json  config.yaml  MANIFEST.json
 
 ``MANIFEST.json`` records the sha256 of every table, figure and figure source table, trace
@@ -97,7 +98,7 @@ def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
     files: dict[str, str] = {}
-    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report"):
+    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report", "audit"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
