@@ -27,13 +27,19 @@ _BIN = os.path.dirname(sys.executable)
 os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-include: "workflow/rules/scenarios.smk"
-include: "workflow/rules/rollout.smk"
-include: "workflow/rules/reparse.smk"
-include: "workflow/rules/metrics.smk"
-include: "workflow/rules/analysis.smk"
-include: "workflow/rules/freeze.smk"
-include: "workflow/rules/reproduce.smk"
+if S.adapter:  # an external benchmark through the adapter (study=agentdojo)
+
+    include: "workflow/rules/agentdojo.smk"
+
+else:
+
+    include: "workflow/rules/scenarios.smk"
+    include: "workflow/rules/rollout.smk"
+    include: "workflow/rules/reparse.smk"
+    include: "workflow/rules/metrics.smk"
+    include: "workflow/rules/analysis.smk"
+    include: "workflow/rules/freeze.smk"
+    include: "workflow/rules/reproduce.smk"
 
 
 rule all:

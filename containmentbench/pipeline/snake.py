@@ -60,6 +60,7 @@ class Study:
         self.suite = self.data["study"]["suite"]
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
+        self.adapter = (self.data["study"].get("adapter") or {}).get("name")  # §6.4 studies
         self.config_path = self.dir / "config.yaml"
         self.shards = shards(self.data)
         self._by_id = {s.id: s for s in self.shards}
