@@ -2,8 +2,10 @@
 
 1. full_main x none x seed 1 with the sim agent, in process: rollouts/s and harness time per
    step (model call), with the sim agent's own share reported separately.
-2. AgentDojo's ground-truth pipeline (no LLM) on its workspace suite, per task and per step,
-   in a separate virtual environment (``.venv-agentdojo``, created on first use from PyPI).
+2. AgentDojo's ground-truth pipeline (no LLM) on its workspace suite, per task and per step
+   (with the ``agentdojo`` extra of this environment, else in ``.venv-agentdojo``), and the
+   AgentDojo adapter's own cost per task against AgentDojo alone on the same tasks
+   (``bench/agentdojo_adapter_overhead.py``; target: the adapter adds at most 20%).
 3. All 17,640 full_main sim rollouts (7 defenses x 5 seeds, 140 shards, traces written to
    Parquet) on N worker processes (default 2).
 
@@ -77,11 +79,15 @@ def single(seed: int = 1) -> dict:
 
 
 def agentdojo() -> dict | None:
-    py = ADJ_VENV / "bin" / "python"
+    import importlib.util
+
+    # the `agentdojo` extra installed in this environment (make deps), else a separate venv
+    py = Path(sys.executable) if importlib.util.find_spec("agentdojo") is not None \
+        else ADJ_VENV / "bin" / "python"
     if not py.exists():
         print("creating .venv-agentdojo (pip install agentdojo) ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(ADJ_VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "agentdojo"], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "agentdojo==0.1.35"], check=True)
     out = subprocess.run([str(py), str(ROOT / "bench" / "agentdojo_gt.py")], check=True,
                          capture_output=True, text=True, cwd=tempfile.gettempdir())
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -122,6 +128,19 @@ def main() -> int:
               f"{a['mean_s'] / s['harness_s_per_step']:.0f}x (target >= 20x); per step vs per "
               f"step: {per_step / s['harness_s_per_step']:.0f}x; per task vs per rollout: "
               f"{a['mean_s'] / (s['seconds'] / s['rollouts']):.0f}x")
+        import importlib.util
+
+        if importlib.util.find_spec("agentdojo") is None:
+            print("AgentDojo adapter: extra `agentdojo` not installed here; skipped")
+        else:
+            from bench.agentdojo_adapter_overhead import measure
+
+            m = measure(["banking", "slack"], pairs_per_task=2, repeat=2, echo=False)
+            print(f"AgentDojo adapter on the same tasks ({m['tasks']} banking+slack tasks, "
+                  f"ground truth): adapter/AgentDojo-alone cost ratio none "
+                  f"{m['none'] / m['native']:.3f}x, intent_ledger_v2 "
+                  f"{m['intent_ledger_v2'] / m['native']:.3f}x (target <= 1.20x; all suites: "
+                  f"bench/agentdojo_adapter_overhead.py)")
     f = full(args.workers)
     print(f"[sim agent: harness validation] all full_main rollouts: {f['rollouts']} rollouts "
           f"({f['shards']} shards, traces written) in {f['seconds']:.1f} s on {f['workers']} "

@@ -2,10 +2,12 @@
 
 Adapter labels equal native (AgentDojo alone) labels on every user task and on every
 (user task, injection task) pair whose injection ground truth is non-empty, with complete
-proposal-decision-result linkage. Banking, slack and travel run completely; workspace (whose
-own utility checks dominate the time) runs every injection task with two user tasks and ten
-user tasks clean here, and completely in ``containmentbench adapters agentdojo`` (counts in
-the closing note). Marked slow (about a minute on two cores).
+proposal-decision-result linkage. Here every user task of slack, banking and travel runs clean,
+and every injection task runs paired with a sample of user tasks (all of slack); workspace,
+whose own utility checks dominate the time, runs eight user tasks clean and every injection
+task with one user task. The complete run of all four suites is
+``containmentbench adapters agentdojo --suite S --defense none --seed 1`` per suite followed
+by ``adapters parity`` (counts in the closing note). Marked slow.
 """
 
 from __future__ import annotations
@@ -28,21 +30,25 @@ def _labels(suite, users, injections, defense="none"):
     return [R._label_row(cfg, o) for o in outs], R.shard_tables(cfg, outs)
 
 
+# (clean user tasks, user tasks paired with every injection task); None = all
+SAMPLE = {"slack": (None, None), "banking": (None, 4), "travel": (None, 3),
+          "workspace": (8, 1)}
+
+
 @pytest.mark.parametrize("suite", ["banking", "slack", "travel", "workspace"])
 def test_native_adapter_parity_ground_truth(suite):
     s = T.suite(suite)
     users = T.sort_ids(s.user_tasks)
-    if suite == "workspace":
-        clean, _ = _labels(suite, users[:10], None)
-        attacked, _ = _labels(suite, users[:2], None)
-        rows = clean + [r for r in attacked if r["stage"] == "security"]
-    else:
-        rows, _ = _labels(suite, users, None)
+    n_clean, n_pairs = SAMPLE[suite]
+    rows = [r for r in _labels(suite, users[:n_clean], None)[0] if r["stage"] == "clean"]
+    rows += [r for r in _labels(suite, users[:n_pairs], None)[0] if r["stage"] == "security"]
     pairs = [r for r in rows if r["stage"] == "security" and r["injection_gt_calls"] > 0]
     clean = [r for r in rows if r["stage"] == "clean"]
     assert clean and pairs
-    assert len({r["injection_task"] for r in pairs}) == len(s.injection_tasks) or \
-        suite == "travel"  # travel's output-only injection task has an empty ground truth
+    env = T.load_environment(suite, {})
+    nonempty = {i for i, t in s.injection_tasks.items()
+                if t.ground_truth(env.model_copy(deep=True))}
+    assert {r["injection_task"] for r in pairs} == nonempty  # every one of them is covered
     for r in clean + pairs:
         assert r["status"] == "ok"
         assert r["parity_applicable"], r

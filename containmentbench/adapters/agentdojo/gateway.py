@@ -100,6 +100,13 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
             self.executed: list[Any] = []   # FunctionCalls that ran (AgentDojo's stack trace)
             self.env_pre: Any = None
             self.proposed_sinks = 0
+            self.diff: dict[str, dict[str, Any]] = {}  # path -> first pre, last post
+            self.last_carried: list[str] = []
+
+        def env_diff(self) -> dict[str, dict[str, Any]]:
+            """The rollout's environment difference: only sinks change the environment (a
+            test checks every read tool), so it is the composition of the commits' diffs."""
+            return {p: ch for p, ch in sorted(self.diff.items()) if ch["pre"] != ch["post"]}
 
         # -- model steps -------------------------------------------------------------------
         def model_step(self, text: str, parse_status: str | None = None) -> int:
@@ -156,7 +163,7 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
                 msg = f"PolicyBlocked: the call was not authorized ({dec.rule_id})"
                 self._result(prop, dnode, "", msg, common)
                 return "", msg
-            pre = env.model_dump(mode="json") if high and env is not None else None
+            pre = self._dump(env, function) if high and env is not None else None
             try:
                 result, error = super().run_function(env, function, kwargs, raise_on_error)
             except Exception as exc:
@@ -164,8 +171,11 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
                 raise
             parent = dnode
             if high and error is None:
-                post = env.model_dump(mode="json")
+                post = self._dump(env, function)
                 diff = env_diff(pre, post)
+                for path, ch in diff.items():  # the rollout's diff, composed commit by commit
+                    first = self.diff.get(path, ch)["pre"]
+                    self.diff[path] = {"pre": first, "post": ch["post"]}
                 parent = self.rec.add("commit", agent=self.agent, flows=[(prop, "commit")],
                                       links=[(dnode, "authorized")], high_risk=True,
                                       ledger_match=call.matched, commit_id=f"{call_id}:commit",
@@ -175,12 +185,23 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
             self._result(prop, parent, result, error, common)
             return result, error
 
+        def _dump(self, env: Any, function: str) -> dict[str, Any]:
+            """The parts of the environment the tool receives (its ``Depends`` attributes:
+            a tool can change nothing else), or all of it for a computed dependency."""
+            deps = self.functions[function].dependencies.values()
+            names = [d.env_dependency for d in deps]
+            if not all(isinstance(n, str) for n in names):
+                return env.model_dump(mode="json")
+            return {n: _jsonable(getattr(env, n)) for n in sorted(set(names))}
+
         def _result(self, prop: int, parent: int, result: Any, error: str | None,
                     common: Mapping[str, Any]) -> None:
-            from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
-
-            text = error if error else tool_result_to_str(result)
-            vecs = set(carried(result, injections)) if not error else set()
+            # the returned value as canonical JSON (the agent sees AgentDojo's YAML rendering
+            # of the same value; JSON keeps the trace cheap and byte-stable)
+            text = error if error else canonical_json(_jsonable(result))
+            found = carried(result, injections) if not error else []
+            self.last_carried = found  # the pipeline's follower reads it instead of re-walking
+            vecs = set(found)
             seen = [(s, "observe") for vec, s in self.sources if vec in vecs]
             node = self.rec.add("tool_result", agent=self.agent,
                                 flows=[(prop, "result"), *seen],

@@ -62,6 +62,8 @@ def ground_truth_follower(user_task: Any, injection_task: Any | None,
                 out.append(ChatToolResultMessage(
                     role="tool", content=[text_content_block_from_string(text)],
                     tool_call=tc, tool_call_id=None, error=error))
+                if hasattr(runtime, "last_carried"):  # the gateway already looked
+                    return bool(runtime.last_carried) and error is None
                 return bool(carried(result, injections))
 
             for tc in user_task.ground_truth(env):

@@ -23,7 +23,7 @@ import pyarrow as pa
 from containmentbench.adapters.agentdojo import labels as L
 from containmentbench.adapters.agentdojo import tasks as T
 from containmentbench.adapters.agentdojo.clock import frozen_clock
-from containmentbench.adapters.agentdojo.gateway import env_diff, make_runtime
+from containmentbench.adapters.agentdojo.gateway import make_runtime
 from containmentbench.adapters.agentdojo.pipelines import ground_truth_follower, served_pipeline
 from containmentbench.adapters.agentdojo.tools import BENCHMARK_VERSION
 from containmentbench.canonical import canonical_json, sha256_json, short_id
@@ -140,7 +140,7 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
             utility = _check(s, ut, output, pre, env, rt.executed)
             if it is not None:
                 security = _check(s, it, output, pre, env, rt.executed)
-        diff = env_diff(pre.model_dump(mode="json"), env.model_dump(mode="json"))
+        diff = rt.env_diff()
     native_calls = sum(1 for m in messages if m["role"] == "assistant"
                        for c in (m.get("tool_calls") or []) if c.function in rt.functions)
     return Outcome(spec, rid, rt.rec, status, error, utility, security, native, answer, diff,
