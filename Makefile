@@ -37,6 +37,8 @@ run: $(VENV)/.run-deps
 	@echo "tables:   results/$(STUDY)/tables/   (Markdown, CSV, LaTeX, Parquet)"
 	@echo "figures:  results/$(STUDY)/figures/"
 	@echo "manifest: results/$(STUDY)/MANIFEST.json   (containmentbench verify results/$(STUDY))"
+	@echo "show one rollout: containmentbench show ROLLOUT_ID --study results/$(STUDY)"
+	@echo "report:   $(abspath results/$(STUDY)/report/index.html)"
 
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm

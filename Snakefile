@@ -38,6 +38,7 @@ else:
     include: "workflow/rules/reparse.smk"
     include: "workflow/rules/metrics.smk"
     include: "workflow/rules/analysis.smk"
+    include: "workflow/rules/report.smk"
     include: "workflow/rules/freeze.smk"
     include: "workflow/rules/reproduce.smk"
 

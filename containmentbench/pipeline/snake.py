@@ -74,6 +74,10 @@ class Study:
     def path(self, *parts: str) -> str:
         return str(self.dir.joinpath(*parts))
 
+    def paths(self, sub: str, pattern: str, names: Sequence[str]) -> list[str]:
+        """``S.paths("tables", "{}.csv", names)``: one path per name (report items)."""
+        return [self.path(sub, pattern.format(n)) for n in names]
+
     def shard_output(self, s: Shard) -> str:
         return self.path("traces", s.id, CHECKSUMS)
 

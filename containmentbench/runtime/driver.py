@@ -69,6 +69,11 @@ def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
     }
 
 
+def _clock(s: float) -> str:
+    m, sec = divmod(round(s), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m:02d}:{sec:02d}"
+
+
 class Progress:
     """Episodes done and actions per second on stderr (at most every ``every`` seconds)."""
 
@@ -83,8 +88,11 @@ class Progress:
         self.done, self.actions = done, actions
         now = time.perf_counter()
         if force or now - self.last >= self.every:
-            rate = actions / max(now - self.t0, 1e-9)
-            print(f"[{self.label}] {done}/{self.total} episodes, {rate:,.0f} actions/s",
+            el = max(now - self.t0, 1e-9)
+            eta = (f", ETA {_clock((self.total - done) * el / done)}"
+                   if 0 < done < self.total else "")
+            print(f"[{self.label}] {done}/{self.total} episodes, {done / el:.2f} episodes/s, "
+                  f"{actions / el:,.0f} actions/s, elapsed {_clock(el)}{eta}",
                   file=self.stream, flush=True)
             self.last = now
 

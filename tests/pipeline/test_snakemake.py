@@ -25,7 +25,7 @@ def test_cluster_dry_run_gpu_on_rollouts_only(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout + res.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M))
-    assert counts["rollout"] == "140" and counts["total"] == "146"
+    assert counts["rollout"] == "140" and counts["total"] == "148"  # + cases, report
     blocks = re.split(r"\n(?=rule |localrule )", out)
     seen = {"rollout": 0, "other": 0}
     for b in blocks:
