@@ -102,3 +102,42 @@ def test_parity_verb_reports_counts(tmp_path, capsys):
     s = json.loads((tmp_path / "p.json").read_text())["suites"]["workspace"]
     assert s["rows"] == 2 and s["linkage_complete"] == 2
     assert "workspace: parity" in capsys.readouterr().err
+
+
+def test_served_pipeline_goes_through_the_gateway(monkeypatch):
+    """AgentDojo's tool-calling pipeline with a scripted model in place of the server: every
+    assistant message is a model_call, every tool call a linked proposal."""
+    from agentdojo.agent_pipeline.llms import openai_llm
+    from agentdojo.functions_runtime import FunctionCall
+    from agentdojo.types import ChatAssistantMessage, text_content_block_from_string
+
+    def scripted(self, query, runtime, env=None, messages=(), extra_args=None):
+        n = sum(1 for m in messages if m["role"] == "assistant")
+        if n == 0:
+            msg = ChatAssistantMessage(role="assistant", content=None, tool_calls=[
+                FunctionCall(function="get_most_recent_transactions", args={"n": 5}, id="x1"),
+                FunctionCall(function="send_money", args={
+                    "recipient": "US133000000121212121212", "amount": 1.0,
+                    "subject": "s", "date": "2022-01-01"}, id="x2")])
+        else:
+            msg = ChatAssistantMessage(role="assistant", tool_calls=None,
+                                       content=[text_content_block_from_string("done")])
+        return query, runtime, env, [*messages, msg], extra_args or {}
+
+    monkeypatch.setattr(openai_llm.OpenAILLM, "query", scripted)
+    backend = {"name": "openai", "temperature": 0.0,
+               "options": {"base_url": "http://127.0.0.1:9/v1"}}
+    spec = T.task_spec("banking", "user_task_0", None, "direct")
+    rows = {}
+    for d in ("none", "intent_ledger_v2"):
+        cfg = R.RunSettings("t", "banking", load_policy(d), 1, "backend", "scripted", backend)
+        o = R.run_adapter(cfg, spec)
+        rows[d] = (o, R._label_row(cfg, o))
+    o, lab = rows["none"]
+    kinds = [e["kind"] for e in o.rec.events]
+    assert o.status == "ok" and kinds.count("model_call") == 2 and kinds.count("proposal") == 2
+    assert lab["linkage_complete"] and lab["parity_applicable"] and lab["parity"]
+    o2, lab2 = rows["intent_ledger_v2"]
+    dec = [e for e in o2.rec.events if e["kind"] == "decision" and e["tool"] == "send_money"]
+    assert dec[0]["decision"] == "block" and lab2["linkage_complete"]
+    assert not lab2["parity_applicable"]  # the defense intervened
