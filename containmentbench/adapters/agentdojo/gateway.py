@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from containmentbench.adapters.agentdojo import defenses
@@ -57,6 +58,8 @@ def _jsonable(v: Any) -> Any:
 
 def env_diff(pre: Any, post: Any, path: str = "") -> dict[str, dict[str, Any]]:
     """Changed paths between two JSON values: ``{path: {"pre": old, "post": new}}``."""
+    if pre == post:  # equal subtrees are pruned by one C-level comparison
+        return {}
     if isinstance(pre, dict) and isinstance(post, dict):
         out: dict[str, dict[str, Any]] = {}
         for k in sorted(set(pre) | set(post), key=str):
@@ -73,13 +76,22 @@ def env_diff(pre: Any, post: Any, path: str = "") -> dict[str, dict[str, Any]]:
 
 def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
                  ledger: tuple, injections: Mapping[str, str], prompt: str) -> Any:
-    """A fresh :class:`GatewayRuntime` (a subclass of AgentDojo's ``FunctionsRuntime``, built
-    lazily so this module imports without the optional package)."""
+    """A fresh :class:`GatewayRuntime` for one rollout."""
+    return _runtime_class()(tools, rollout_id, policy, ledger, injections, prompt)
+
+
+@lru_cache(maxsize=1)
+def _runtime_class() -> type:
+    """The class (a subclass of AgentDojo's ``FunctionsRuntime``), built once and lazily so
+    this module imports without the optional package."""
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 
     class GatewayRuntime(FunctionsRuntime):
-        def __init__(self) -> None:
+        def __init__(self, tools: Sequence[Any], rollout_id: str, policy: Policy,
+                     ledger: tuple, injections: Mapping[str, str], prompt: str) -> None:
             super().__init__(tools)
+            self.rollout_id = rollout_id
+            self.injections = injections
             self.rec = Recorder(rollout_id)
             self.policy = policy
             self.ledger = ledger
@@ -132,7 +144,7 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
                                                 "args": _jsonable(dict(kwargs))}))
             step = self.step
             self.calls += 1
-            call_id = f"{rollout_id}:call-{self.calls:03d}"
+            call_id = f"{self.rollout_id}:call-{self.calls:03d}"
             args = _jsonable(dict(kwargs))
             high = is_sink(function)
             tainted = self.rec.tainted(step)
@@ -199,7 +211,7 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
             # the returned value as canonical JSON (the agent sees AgentDojo's YAML rendering
             # of the same value; JSON keeps the trace cheap and byte-stable)
             text = error if error else canonical_json(_jsonable(result))
-            found = carried(result, injections) if not error else []
+            found = carried(result, self.injections) if not error else []
             self.last_carried = found  # the pipeline's follower reads it instead of re-walking
             vecs = set(found)
             seen = [(s, "observe") for vec, s in self.sources if vec in vecs]
@@ -210,4 +222,4 @@ def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
                                 **common)
             self.observed.append(node)
 
-    return GatewayRuntime()
+    return GatewayRuntime

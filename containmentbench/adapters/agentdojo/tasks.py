@@ -94,15 +94,25 @@ def carried(result: Any, injections: Mapping[str, str]) -> list[str]:
             if text and any(text in s for s in strings)]
 
 
+@cache
+def _user_tasks(name: str) -> dict[str, Any]:
+    return suite(name).user_tasks  # a version-resolving property: resolve once
+
+
+@cache
+def _injection_tasks(name: str) -> dict[str, Any]:
+    return suite(name).injection_tasks
+
+
 def user_task(name: str, task_id: str) -> Any:
-    tasks = suite(name).user_tasks
+    tasks = _user_tasks(name)
     if task_id not in tasks:
         raise BenchError(f"no user task '{task_id}' in AgentDojo suite '{name}'", field="task")
     return tasks[task_id]
 
 
 def injection_task(name: str, task_id: str) -> Any:
-    tasks = suite(name).injection_tasks
+    tasks = _injection_tasks(name)
     if task_id not in tasks:
         raise BenchError(f"no injection task '{task_id}' in AgentDojo suite '{name}'",
                          field="injection_task")
