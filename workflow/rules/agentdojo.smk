@@ -38,7 +38,12 @@ rule adapter_rollout:
     conda:
         "../envs/containmentbench.yaml"
     resources:
-        **S.gpu_rule_resources(),
+        # the ground truth needs no model: CPU jobs; a served model: the GPU/api_calls resources
+        **(
+            S.cpu_rule_resources()
+            if S.data["study"]["adapter"]["pipeline"] == "ground_truth"
+            else S.gpu_rule_resources()
+        ),
     shell:
         "containmentbench adapters agentdojo --study-config {params.config} --shard {params.shard} --qualification {input} --out {params.out} > {log} 2>&1"
 
