@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q -c constraints.txt
 CORES  ?= 2
 STUDY  ?= full_main
+# the run directory of the study's (only) model: results/<study>/<model slug>/
+RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help
 
@@ -32,13 +34,13 @@ deps: $(VENV)/.test-deps
 
 run: $(VENV)/.run-deps
 	$(BIN)/snakemake --cores $(CORES) --config study=$(STUDY)
-	$(BIN)/containmentbench verify results/$(STUDY)
+	$(BIN)/containmentbench verify $(RUN)
 	@echo "[simulated agent (sim backend): harness-validation figures, not model results]"
-	@echo "tables:   results/$(STUDY)/tables/   (Markdown, CSV, LaTeX, Parquet)"
-	@echo "figures:  results/$(STUDY)/figures/"
-	@echo "manifest: results/$(STUDY)/MANIFEST.json   (containmentbench verify results/$(STUDY))"
-	@echo "show one rollout: containmentbench show ROLLOUT_ID --study results/$(STUDY)"
-	@echo "report:   $(abspath results/$(STUDY)/report/index.html)"
+	@echo "tables:   $(RUN)/tables/   (Markdown, CSV, LaTeX, Parquet)"
+	@echo "figures:  $(RUN)/figures/"
+	@echo "manifest: $(RUN)/MANIFEST.json   (containmentbench verify $(RUN))"
+	@echo "show one rollout: containmentbench show ROLLOUT_ID --study $(RUN)"
+	@echo "report:   $(abspath $(RUN)/report/index.html)"
 
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm

@@ -1,6 +1,10 @@
 # An external-benchmark study (study.adapter.name: agentdojo; paper 000 §6.4): clean
 # qualification per suite (eligible tasks frozen before the attacked matrix) -> one shard per
 # (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis -> freeze.
+# Everything lives in the model's run directory (S.path: results/<study>/<model_slug>/...).
+from containmentbench.adapters import study as A
+
+
 wildcard_constraints:
     seed=r"\d+",
     shard=r"\d{3}",
@@ -32,9 +36,9 @@ rule adapter_rollout:
                "shard-{shard}.log"),
     params:
         config=S.config_path,
-        shard=S.shard_id,
+        shard=A.rule_shard_id,
         out=lambda w, output: os.path.dirname(output[0]),
-        key=S.key,
+        key=lambda w: A.rule_shard_key(S, w),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -50,13 +54,13 @@ rule adapter_rollout:
 
 rule adapter_metrics:
     input:
-        S.all_shard_outputs(),
+        A.rule_shard_outputs(S),
     output:
         S.path("metrics", "rollout_metrics.parquet"),
     log:
         S.path("logs", "metrics.log"),
     params:
-        traces=lambda w, input: S.traces_root(input),
+        traces=lambda w: A.rule_traces_dir(S, w),
     threads: S.cluster["metrics_workers"]
     conda:
         "../envs/containmentbench.yaml"
@@ -68,13 +72,13 @@ rule adapter_metrics:
 
 rule adapter_parity:
     input:
-        S.all_shard_outputs(),
+        A.rule_shard_outputs(S),
     output:
         S.path("adapter", "parity.json"),
     log:
         S.path("logs", "parity.log"),
     params:
-        traces=lambda w, input: S.traces_root(input),
+        traces=lambda w: A.rule_traces_dir(S, w),
     conda:
         "../envs/containmentbench.yaml"
     resources:

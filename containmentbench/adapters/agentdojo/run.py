@@ -226,7 +226,8 @@ def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.
             ed_cols[k].extend(v)
     from containmentbench.trace.schema import ROLLOUTS
 
-    cols = lambda rs, schema: {f.name: [r[f.name] for r in rs] for f in schema}  # noqa: E731
+    # columns this adapter does not know (added to the contract later) stay null
+    cols = lambda rs, schema: {f.name: [r.get(f.name) for r in rs] for f in schema}  # noqa: E731
     host = socket.gethostname()
     return {"rollouts": to_table("rollouts", cols(rows, ROLLOUTS)),
             "events": to_table("events", ev_cols), "edges": to_table("edges", ed_cols),
@@ -234,7 +235,10 @@ def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.
             "timings": to_table("timings", {
                 "rollout_id": [o.rollout_id for o in outcomes],
                 "wall_s": [o.wall_s for o in outcomes],
-                "model_s": [0.0 for _ in outcomes], "host": [host] * len(outcomes)})}
+                "model_s": [0.0 for _ in outcomes], "host": [host] * len(outcomes),
+                # one adapter process per shard; no model engine is loaded
+                "job": [f"{cfg.policy.name}/seed={cfg.seed}/{cfg.suite}"] * len(outcomes),
+                "job_load_s": [0.0] * len(outcomes)})}
 
 
 def specs_for(suite: str, user_ids: Sequence[str], injection_ids: Sequence[str] | None,
