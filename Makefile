@@ -51,6 +51,7 @@ lint: $(VENV)/.test-deps
 	$(BIN)/snakemake --lint --config study=smoke
 
 bench: $(VENV)/.test-deps
+	$(BIN)/python bench/job_overhead.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/bootstrap_speed.py
 	$(BIN)/python bench/analysis_speed.py

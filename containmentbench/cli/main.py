@@ -26,7 +26,21 @@ VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "analy
          "cross_model", "adapters")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked_verb(argv: Sequence[str]) -> str | None:
+    """The verb module of a command line (its first word that is not an option), or None."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            mod = arg.replace("-", "_")  # `cross-model` lives in cross_model_cmd
+            return mod if mod in VERBS else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or of the verb ``only`` alone: each rollout or metrics job
+    is a fresh process, and importing all verb modules (pulling in the CIM and analysis
+    stacks) would add a fixed cost to every one of them."""
     import importlib
 
     p = _Parser(prog="containmentbench",
@@ -34,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"containmentbench {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
-    for verb in VERBS:
+    for verb in (only,) if only else VERBS:
         try:
             mod = importlib.import_module(f"containmentbench.cli.{verb}_cmd")
         except ModuleNotFoundError as exc:
@@ -46,7 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from containmentbench.fastpath import block_pandas, unblock_pandas
+
+    blocked = block_pandas()
+    try:
+        return _main(argv)
+    finally:  # a caller in the same process (tests, notebooks) keeps its pandas
+        if blocked:
+            unblock_pandas()
+
+
+def _main(argv: list[str]) -> int:
+    parser = build_parser(_invoked_verb(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)

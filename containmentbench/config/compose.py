@@ -170,4 +170,6 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise BenchError("resolved config not found", file=str(path))
-    return yaml.safe_load(path.read_text())
+    # libyaml's loader when built (same resolvers as SafeLoader, ~10x faster on the
+    # resolved config every rollout job reads)
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
