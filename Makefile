@@ -25,9 +25,9 @@ $(VENV)/.run-deps: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e ".[pipeline,audit]"
 	@touch $@
 
-# + HF/OpenAI backends and the dev tools for the tests
+# + HF/OpenAI backends, the AgentDojo adapter and the dev tools for the tests
 $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
-	$(PIP) -e ".[pipeline,audit,hf,openai,dev]"
+	$(PIP) -e ".[pipeline,audit,hf,openai,agentdojo,dev]"
 	@touch $@
 
 deps: $(VENV)/.test-deps
