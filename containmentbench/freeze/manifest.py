@@ -4,6 +4,7 @@ Layout of a study folder::
 
     traces/<model>/<defense>/seed=<s>/<stage>/shard-<k>/{rollouts,events,edges,timings}.parquet
     reparse/{reparse.parquet,summary.json}   metrics/rollout_metrics.parquet
+    audit/{sinks,rollouts,dcpg}.parquet, audit/summary.json, audit/tables/   (provenance audit)
     tables/  figures/  analysis.json  config.yaml  MANIFEST.json
 
 ``MANIFEST.json`` records the sha256 of every table, figure and figure source table, trace
@@ -36,7 +37,7 @@ from containmentbench.scenarios.manifest import read_manifest, suite_dir
 MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
-            "vllm")
+            "vllm", "agentdojo")
 RUN_SCHEMA = "containmentbench-manifest/1"
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
 
@@ -97,7 +98,9 @@ def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
     files: dict[str, str] = {}
-    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report"):
+    # qualification/ and adapter/: an AgentDojo study's frozen eligible tasks and parity counts
+    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report", "audit",
+                "qualification", "adapter"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
@@ -105,6 +108,8 @@ def freeze(study: str | Path) -> dict[str, Any]:
             files[extra] = sha256_file(study / extra)
     scenarios = {}
     for suite in facts["suites"]:
+        if suite.startswith("agentdojo:"):  # external suite: pinned by the package version
+            continue
         d = suite_dir(suite)
         m = read_manifest(d)
         scenarios[suite] = {"manifest_sha256": sha256_file(d / SCENARIO_MANIFEST),

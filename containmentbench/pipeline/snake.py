@@ -79,6 +79,7 @@ class Study:
         self.suite = self.data["study"]["suite"]
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
+        self.adapter = (self.data["study"].get("adapter") or {}).get("name")  # §6.4 studies
         self.backends = {r["backend"]["name"] for r in self.runs}
         self.models = [model_slug(r) for r in self.runs]
         self._run = dict(zip(self.models, self.runs, strict=True))

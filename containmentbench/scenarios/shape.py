@@ -75,7 +75,7 @@ RECORD: dict[str, Any] = {
         "principal": {"email": S, "first": S, "name": S, "user_id": S},
     },
     "ledger": List({"action": S, "predicate": PREDICATE, "target": S, "target_field": S}),
-    "meta": {"facts": Map(S), "injection": S, "placement": S, "strategy": Opt(S),
+    "meta": {"facts": Map(S), "injection": Opt(S), "placement": S, "strategy": Opt(S),
              "variant": I},
     "oracle": {"memory_state": Map(S),
                "required": List({"args": PREDICATE, "session": I, "tainted": B, "tool": S})},

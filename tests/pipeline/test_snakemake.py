@@ -28,7 +28,8 @@ def test_cluster_dry_run_gpu_on_rollouts_only(tmp_path):
     out = res.stdout + res.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M))
     # one GPU job per seed (cluster.rollout_group=seed): 5 engine loads, not 140
-    assert counts["rollout"] == "5" and counts["total"] == "15"  # + cases, report
+    # + cases, report, audit, and the sensitivity and bootstrap parts
+    assert counts["rollout"] == "5" and counts["total"] == "16"
     assert counts["sensitivity"] == counts["bootstrap"] == counts["tables"] == "1"
     blocks = re.split(r"\n(?=rule |localrule )", out)
     seen = {"rollout": 0, "other": 0}

@@ -2,12 +2,13 @@ rule freeze:
     input:
         rules.tables.output[0],
         rules.report.output,
+        rules.audit.output,
     output:
         S.path("MANIFEST.json"),
     log:
         S.path("logs", "freeze.log"),
     params:
-        study=lambda w, input: os.path.dirname(input[0]),
+        study=lambda w, input: os.path.dirname(input[0]),  # analysis.json's folder
     conda:
         "../envs/containmentbench.yaml"
     resources:
