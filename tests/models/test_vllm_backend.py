@@ -121,10 +121,11 @@ def test_prompts_identical_to_hf_and_tool_modes_differ(backend, tiny_model_dir):
 @requires_vllm
 def test_top_p_reaches_the_sampler(tiny_model_dir, backend):
     cfg = BackendConfig(name="vllm", model=str(tiny_model_dir), top_p=0.5, options=options())
-    assert backend.sampling_params(_request("x", "hi")).top_p == 1.0
+    sampled = _request("x", "hi", temperature=1.0)  # vLLM resets top_p to 1 when greedy
+    assert backend.sampling_params(sampled).top_p == 1.0
     # the sampling params are built from the config; no second engine needed to check them
     backend.config, saved = cfg, backend.config
     try:
-        assert backend.sampling_params(_request("x", "hi")).top_p == 0.5
+        assert backend.sampling_params(sampled).top_p == 0.5
     finally:
         backend.config = saved
