@@ -117,9 +117,11 @@ smoke-smollm2: $(VVENV)/.vllm-deps
 
 test-real: test-vllm smoke-vllm smoke-smollm2
 
-# The GPU extra resolves against the GPU pins without replacing torch/transformers/numpy
+# The GPU job environment (core + hf, openai, gpu extras) resolves against constraints-gpu.txt:
+# torch stays 2.13.0. Snakemake's Slurm plugin (numpy >=2.4.5) cannot share an environment
+# with vLLM 0.32 (numba: numpy <2.4); it runs in the main environment on the submit node.
 gpu-constraints-check: $(VENV)/.test-deps
-	$(BIN)/python -m pip install --dry-run -q -c constraints-gpu.txt -e ".[gpu]"
+	$(BIN)/python -m pip install --dry-run -q -c constraints-gpu.txt -e ".[hf,openai,gpu]"
 
 bench-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
 	$(REAL_ENV) $(VBIN)/python bench/vllm_engine_overhead.py --model $(TINY16K)

@@ -58,6 +58,9 @@ export N IN_LEN OUT_LEN HF_N MAX_MODEL_LEN OUT HF_DEVICE HF_MODEL_DIR
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 export TOKENIZERS_PARALLELISM=false
+# The Python steps below are read from stdin, which a spawned vLLM worker cannot re-import:
+# start the engine's processes with fork (CUDA is not initialised before the engine starts).
+export VLLM_WORKER_MULTIPROC_METHOD=fork
 
 FAILED=()
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/gpu_check.log"; }
