@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q -c constraints.txt
 CORES  ?= 2
 STUDY  ?= full_main
+# the run directory of the study's (only) model: results/<study>/<model slug>/
+RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
         test-real gpu-constraints-check bench-vllm
@@ -35,11 +37,13 @@ deps: $(VENV)/.test-deps
 
 run: $(VENV)/.run-deps
 	$(BIN)/snakemake --cores $(CORES) --config study=$(STUDY)
-	$(BIN)/containmentbench verify results/$(STUDY)
+	$(BIN)/containmentbench verify $(RUN)
 	@echo "[simulated agent (sim backend): harness-validation figures, not model results]"
-	@echo "tables:   results/$(STUDY)/tables/   (Markdown, CSV, LaTeX, Parquet)"
-	@echo "figures:  results/$(STUDY)/figures/"
-	@echo "manifest: results/$(STUDY)/MANIFEST.json   (containmentbench verify results/$(STUDY))"
+	@echo "tables:   $(RUN)/tables/   (Markdown, CSV, LaTeX, Parquet)"
+	@echo "figures:  $(RUN)/figures/"
+	@echo "manifest: $(RUN)/MANIFEST.json   (containmentbench verify $(RUN))"
+	@echo "show one rollout: containmentbench show ROLLOUT_ID --study $(RUN)"
+	@echo "report:   $(abspath $(RUN)/report/index.html)"
 
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm
@@ -106,14 +110,14 @@ smoke-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
 	rm -rf results/smoke_vllm
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=smoke_real \
 		'overrides=[study.name=smoke_vllm,backend=vllm,model=tiny_qwen2_test,$(SMOKE_OPTS),backend.temperature=1.0]'
-	$(VBIN)/containmentbench verify results/smoke_vllm
+	$(VBIN)/containmentbench verify results/smoke_vllm/tiny_qwen2_test
 
 # Snakemake smoke study on SmolLM2-135M-Instruct (a real instruct model) with the vllm engine
 smoke-smollm2: $(VVENV)/.vllm-deps
 	rm -rf results/smoke_smollm2
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=smoke_real \
 		'overrides=[study.name=smoke_smollm2,backend=vllm,model=smollm2_135m_instruct,$(SMOKE_OPTS)]'
-	$(VBIN)/containmentbench verify results/smoke_smollm2
+	$(VBIN)/containmentbench verify results/smoke_smollm2/smollm2_135m_instruct
 
 test-real: test-vllm smoke-vllm smoke-smollm2
 

@@ -7,6 +7,8 @@
 #
 # The study is composed with Hydra (config/) and validated before anything runs; path and
 # shard logic live in containmentbench.pipeline (unit-tested), every rule calls the CLI.
+# Each model of the study is a run directory results/<study>/<model>/ with its own chain;
+# results/<study>/cross_model/ compares them when the study lists several models.
 import os
 import sys
 
@@ -27,16 +29,23 @@ _BIN = os.path.dirname(sys.executable)
 os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+wildcard_constraints:
+    model=S.model_constraint(),
+    job=r"[^/]+",
+
+
 include: "workflow/rules/scenarios.smk"
 include: "workflow/rules/rollout.smk"
 include: "workflow/rules/reparse.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/freeze.smk"
 include: "workflow/rules/reproduce.smk"
+include: "workflow/rules/cross_model.smk"
 
 
 rule all:
     default_target: True
     input:
-        S.path("MANIFEST.json"),
+        S.targets(),

@@ -5,6 +5,12 @@ endpoint versus logged-spread operating points; Fig. 5: strong-baseline comparis
 observables; Fig. 6: memory/recovery instrumentation (paper 000 §7, Appendix A). The source
 table of every figure is written and hashed like any other table; the images carry no
 timestamps.
+
+Every figure has a title naming the model, axis labels, 95% scenario-cluster bootstrap
+intervals on every mean (§6.5), a zero drawn visibly (a marker on the axis, labelled "0")
+and distinct from a missing value (an "N/A" label, no bar), and the simulated-agent note.
+Operating points that coincide are labelled once with every defense at that point, so no
+label prints on top of another.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from containmentbench.analysis.bootstrap import cluster_bootstrap
-from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 
 _META_PNG = {"Software": None}
 _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
+_CI = {"mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
@@ -39,6 +47,44 @@ def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
     return paths
 
 
+def _ci(sub: pl.DataFrame, col: str, s: Settings, *key: str) -> dict[str, float | None]:
+    """Mean and scenario-cluster 95% interval of ``col`` (None when undefined)."""
+    sub = sub.filter(pl.col(col).is_not_null())
+    if sub.height == 0:
+        return {"mean": None, "ci_low": None, "ci_high": None}
+    v = sub[col].cast(pl.Float64).to_numpy()
+    ci = cluster_bootstrap(v, sub["cluster_id"].to_list(), n_resamples=s.resamples,
+                           confidence=s.confidence, seed=s.seed_for(*key))
+    return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
+
+
+def _bars(ax: plt.Axes, xs: Sequence[float], means: Sequence[float | None],
+          lows: Sequence[float | None], highs: Sequence[float | None], *, width: float,
+          color: str, label: str | None = None) -> None:
+    """Bars with intervals; a zero mean gets a visible marker and "0", a missing one "N/A"."""
+    top = ax.get_ylim()[1]
+    for i, (x, m, lo, hi) in enumerate(zip(xs, means, lows, highs)):
+        lab = label if i == 0 else None
+        if m is None:
+            ax.bar(x, 0, width=width, color=color, label=lab)
+            ax.text(x, 0.02 * top, "N/A", ha="center", va="bottom", fontsize=6, color="#666",
+                    rotation=90)
+            continue
+        ax.bar(x, m, width=width, color=color, label=lab, edgecolor="black", linewidth=0.4)
+        if lo is not None and hi is not None:
+            ax.errorbar([x], [m], yerr=[[max(m - lo, 0)], [max(hi - m, 0)]], fmt="none",
+                        ecolor="black", capsize=2, linewidth=0.8)
+        if m == 0:
+            ax.plot([x], [0], marker="_", markersize=10, color=color, markeredgewidth=2.5,
+                    clip_on=False)
+            ax.text(x, 0.02 * top, "0", ha="center", va="bottom", fontsize=6)
+
+
+def _title(ax: plt.Axes, text: str, ctx: Context) -> None:
+    ax.set_title(f"{text}\nmodel {ctx.models}" + (" (simulated agent)" if ctx.sim else ""),
+                 fontsize=9)
+
+
 def fig03(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
     act = stage_rows(df, "active_tainted", "authorized_tainted_action_success")
     rows = []
@@ -46,107 +92,173 @@ def fig03(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figur
         sub = act.filter(pl.col("defense") == d)
         if sub.height == 0:
             continue
-        v = sub["authorized_tainted_action_success"].cast(pl.Float64).to_numpy()
-        ci = cluster_bootstrap(v, sub["cluster_id"].to_list(), n_resamples=s.resamples,
-                               confidence=s.confidence, seed=s.seed_for("fig03", d))
-        rows.append({"defense": d, "N": sub.height, "mean": ci.estimate, "ci_low": ci.low,
-                     "ci_high": ci.high})
-    src = pl.DataFrame(rows, schema={"defense": pl.String, "N": pl.Int64, "mean": pl.Float64,
-                                     "ci_low": pl.Float64, "ci_high": pl.Float64})
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    if src.height:
-        x = range(src.height)
-        m = src["mean"].to_numpy()
-        ax.bar(x, m, color="#4c72b0")
-        ax.errorbar(x, m, yerr=[m - src["ci_low"].to_numpy(), src["ci_high"].to_numpy() - m],
-                    fmt="none", ecolor="black", capsize=3)
-        ax.set_xticks(list(x), src["defense"].to_list(), rotation=30, ha="right", fontsize=8)
+        rows.append({"defense": d, "N": sub.height,
+                     **_ci(sub, "authorized_tainted_action_success", s, "fig03", d)})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, "N": pl.Int64, **_CI})
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("authorized completion")
-    ax.set_title(f"Authorized tainted-action completion ({ctx.models})", fontsize=9)
+    if src.height:
+        x = list(range(src.height))
+        _bars(ax, x, src["mean"].to_list(), src["ci_low"].to_list(), src["ci_high"].to_list(),
+              width=0.6, color=COLORS[0])
+        ax.set_xticks(x, src["defense"].to_list(), rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("defense")
+    ax.set_ylabel("authorized completion rate")
+    _title(ax, "Fig. 3: authorized tainted-action completion (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig03_source", ctx.caption(
         "Source of Fig. 3: authorized completion per defense with scenario-cluster 95% "
         "intervals."), src), fig
 
 
-def fig04(df: pl.DataFrame, ctx: Context) -> tuple[Table, plt.Figure]:
+def _point_labels(rows: list[dict], x: str, y: str) -> list[tuple[float, float, str]]:
+    """One label per cluster of (nearly) coincident points, naming every defense there:
+    points closer than 2% of the axis span share a label, so none prints over another."""
+    span_x = max([r[x] for r in rows] + [1e-9]) - min([r[x] for r in rows] + [0.0]) or 1.0
+    span_y = max([r[y] for r in rows] + [1e-9]) - min([r[y] for r in rows] + [0.0]) or 1.0
+    groups: list[tuple[float, float, list[str]]] = []
+    for r in sorted(rows, key=lambda r: (r[y], r[x])):
+        for g in groups:
+            if abs(g[0] - r[x]) <= 0.02 * span_x and abs(g[1] - r[y]) <= 0.02 * span_y:
+                g[2].append(r["defense"])
+                break
+        else:
+            groups.append((r[x], r[y], [r["defense"]]))
+    return [(px, py, ", ".join(ds)) for px, py, ds in groups]
+
+
+def _place_labels(fig: plt.Figure, ax: plt.Axes,
+                  labels: list[tuple[float, float, str]]) -> None:
+    """Annotate points, moving each label up until its box overlaps no earlier one."""
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for px, py, text in labels:
+        dy = 6
+        while True:
+            ann = ax.annotate(text, (px, py), fontsize=7, xytext=(6, dy),
+                              textcoords="offset points")
+            box = ann.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed) or dy > 120:
+                placed.append(box)
+                break
+            ann.remove()
+            dy += 9
+
+
+def fig04(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
     ok = stage_rows(df, "all")
-    rows = [{"defense": d,
-             "policy_violation": fmean(ok.filter(pl.col("defense") == d)["committed_harm"]),
-             "logged_spread": fmean(ok.filter(pl.col("defense") == d)["blast_radius_norm"])}
-            for d in ctx.defenses if ok.filter(pl.col("defense") == d).height]
-    src = pl.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for r in rows:
-        ax.scatter(r["logged_spread"], r["policy_violation"], s=30)
-        ax.annotate(r["defense"], (r["logged_spread"], r["policy_violation"]), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
+    rows = []
+    for d in ctx.defenses:
+        sub = ok.filter(pl.col("defense") == d)
+        if not sub.height:
+            continue
+        v = _ci(sub, "committed_harm", s, "fig04", d, "committed_harm")
+        b = _ci(sub, "blast_radius_norm", s, "fig04", d, "blast_radius_norm")
+        rows.append({"defense": d, "policy_violation": v["mean"], "violation_low": v["ci_low"],
+                     "violation_high": v["ci_high"], "logged_spread": b["mean"],
+                     "spread_low": b["ci_low"], "spread_high": b["ci_high"]})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, "policy_violation": pl.Float64,
+                                     "violation_low": pl.Float64, "violation_high": pl.Float64,
+                                     "logged_spread": pl.Float64, "spread_low": pl.Float64,
+                                     "spread_high": pl.Float64})
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    pts = [r for r in rows if r["policy_violation"] is not None
+           and r["logged_spread"] is not None]
+    for i, r in enumerate(pts):
+        ax.errorbar([r["logged_spread"]], [r["policy_violation"]],
+                    xerr=[[r["logged_spread"] - r["spread_low"]],
+                          [r["spread_high"] - r["logged_spread"]]],
+                    yerr=[[r["policy_violation"] - r["violation_low"]],
+                          [r["violation_high"] - r["policy_violation"]]],
+                    fmt=MARKERS[i % len(MARKERS)], color=COLORS[i % len(COLORS)], ms=6,
+                    capsize=2, linewidth=0.8, label=r["defense"])
+    ax.set_xlim(left=-0.02)
+    ax.set_ylim(bottom=-0.02)
+    _place_labels(fig, ax, _point_labels(pts, "logged_spread", "policy_violation"))
     ax.set_xlabel("all-stage logged spread (eq. 4)")
-    ax.set_ylabel("committed policy violation (eq. 5)")
+    ax.set_ylabel("committed policy violation rate (eq. 5)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    _title(ax, "Fig. 4: endpoint vs logged-spread operating points (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig04_source", ctx.caption(
-        "Source of Fig. 4: endpoint and logged-spread operating points per defense."), src), fig
+        "Source of Fig. 4: endpoint and logged-spread operating points per defense with "
+        "scenario-cluster 95% intervals."), src), fig
 
 
-def fig05(df: pl.DataFrame, ctx: Context, a: str, b: str) -> tuple[Table, plt.Figure]:
+def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str
+          ) -> tuple[Table, plt.Figure]:
     obs = [("committed_harm", "all"), ("authorized_tainted_action_success", "active_tainted"),
            ("clean_benign_completion", "clean"), ("blast_radius_norm", "security"),
            ("blast_radius_norm", "all"), ("recovery_success", "memory_recovery")]
     rows = []
     for metric, stage in obs:
         base = stage_rows(df, stage, metric)
-        vals = {}
         for d in (a, b):
             sub = base.filter(pl.col("defense") == d)
-            vals[d] = fmean(sub[metric]) if sub.height else None
-        rows.append({"observable": f"{metric} [{stage}]", a: vals[a], b: vals[b]})
-    src = pl.DataFrame(rows, schema={"observable": pl.String, a: pl.Float64, b: pl.Float64})
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    n = src.height
+            rows.append({"observable": f"{metric} [{stage}]", "defense": d, "N": sub.height,
+                         **_ci(sub, metric, s, "fig05", d, metric, stage)})
+    src = pl.DataFrame(rows, schema={"observable": pl.String, "defense": pl.String,
+                                     "N": pl.Int64, **_CI})
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    ax.set_ylim(0, 1.05)
+    n = len(obs)
     for i, d in enumerate((a, b)):
-        ax.bar([k + 0.4 * i for k in range(n)], src[d].fill_null(0).to_list(), width=0.4,
-               label=d)
-    ax.set_xticks([k + 0.2 for k in range(n)], src["observable"].to_list(), rotation=30,
-                  ha="right", fontsize=7)
+        sub = src.filter(pl.col("defense") == d)
+        _bars(ax, [k + 0.4 * i for k in range(n)], sub["mean"].to_list(),
+              sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.4, color=COLORS[i],
+              label=d)
+    ax.set_xticks([k + 0.2 for k in range(n)], [f"{m}\n[{st}]" for m, st in obs],
+                  rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("mean (rate or normalized spread)")
     ax.legend(fontsize=8)
+    _title(ax, f"Fig. 5: {a} vs {b} across observables (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig05_source", ctx.caption(
         f"Source of Fig. 5: {a} versus {b} across endpoint, utility, spread and recovery "
-        "observables."), src), fig
+        "observables, with scenario-cluster 95% intervals."), src), fig
 
 
-def fig06(df: pl.DataFrame, ctx: Context) -> tuple[Table, plt.Figure]:
+def fig06(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
     mem = stage_rows(df, "memory_recovery")
+    cols = (("memory_reinfection", "reinfection"), ("recovery_success", "recovery"),
+            ("rollback_count", "rollbacks per rollout"))
     rows = []
     for d in ctx.defenses:
         sub = mem.filter(pl.col("defense") == d)
         if sub.height:
-            rows.append({"defense": d, "reinfection": fmean(sub["memory_reinfection"]),
-                         "recovery": fmean(sub["recovery_success"]),
-                         "rollback": fmean(sub["rollback_count"])})
-    src = pl.DataFrame(rows, schema={"defense": pl.String, "reinfection": pl.Float64,
-                                     "recovery": pl.Float64, "rollback": pl.Float64})
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for i, col in enumerate(("reinfection", "recovery", "rollback")):
-        ax.bar([k + 0.27 * i for k in range(src.height)], src[col].to_list(), width=0.27,
-               label=col)
-    ax.set_xticks([k + 0.27 for k in range(src.height)], src["defense"].to_list(), rotation=30,
-                  ha="right", fontsize=8)
+            for col, label in cols:
+                rows.append({"defense": d, "observable": label, "N": sub.height,
+                             **_ci(sub, col, s, "fig06", d, col)})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, "observable": pl.String,
+                                     "N": pl.Int64, **_CI})
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    defenses = [d for d in ctx.defenses if d in set(src["defense"].to_list())]
+    top = max([1.0, *[h for h in src["ci_high"].to_list() if h is not None]])
+    ax.set_ylim(0, top * 1.05)
+    for i, (_, label) in enumerate(cols):
+        sub = src.filter(pl.col("observable") == label)
+        _bars(ax, [k + 0.27 * i for k in range(len(defenses))], sub["mean"].to_list(),
+              sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.27,
+              color=COLORS[i], label=label)
+    ax.set_xticks([k + 0.27 for k in range(len(defenses))], defenses, rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_xlabel("defense")
+    ax.set_ylabel("rate (reinfection, recovery) / count (rollbacks)")
     ax.legend(fontsize=8)
+    _title(ax, "Fig. 6: memory/recovery instrumentation (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig06_source", ctx.caption(
-        "Source of Fig. 6: memory reinfection, recovery success and rollbacks per defense."),
-        src), fig
+        "Source of Fig. 6: memory reinfection, recovery success and rollbacks per defense, "
+        "with scenario-cluster 95% intervals."), src), fig
 
 
 def all_figures(df: pl.DataFrame, ctx: Context, s: Settings, pair: Sequence[str],
                 out: Path) -> tuple[list[Table], list[Path]]:
     tables, paths = [], []
     builders = [("fig03_authorized_completion", lambda: fig03(df, ctx, s)),
-                ("fig04_operating_points", lambda: fig04(df, ctx)),
-                ("fig05_boundary_vs_ledger", lambda: fig05(df, ctx, pair[0], pair[1])),
-                ("fig06_memory_recovery", lambda: fig06(df, ctx))]
+                ("fig04_operating_points", lambda: fig04(df, ctx, s)),
+                ("fig05_boundary_vs_ledger", lambda: fig05(df, ctx, s, pair[0], pair[1])),
+                ("fig06_memory_recovery", lambda: fig06(df, ctx, s))]
     for name, build in builders:
         src, fig = build()
         tables.append(src)

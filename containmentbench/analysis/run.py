@@ -28,6 +28,7 @@ from containmentbench.analysis.paired import (
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
 from containmentbench.metrics.compute import read_metrics
+from containmentbench.progress import Progress
 
 MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
                 "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
@@ -57,8 +58,14 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     skipped: list[str] = []
     n_intervals = 0
 
+    n_sweep = len(cfg["sweep"]["metrics"]) * sum(d != cfg["sweep"]["baseline"]
+                                                 for d in ctx.defenses)
+    bar = Progress(len(cfg["comparisons"]) + n_sweep + len(cfg["divergence"]),
+                   "analyze: comparisons", unit="comparison")
+
     def run(spec: Mapping[str, Any]):
         nonlocal n_intervals
+        bar.update()
         if not _have(df, spec["a"], spec["b"]):
             skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
             return None
@@ -80,11 +87,13 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
     div = []
     for spec in cfg["divergence"]:
+        bar.update()
         if _have(df, spec["a"], spec["b"]):
             div.append(divergence(df, spec["a"], spec["b"], spec["stage"], s))
             n_intervals += 1
         else:
             skipped.append(f"divergence {spec['a']} vs {spec['b']}")
+    bar.close()
     out_tables: list[Table] = [tables.stage_means(df, MEAN_METRICS, ctx),
                                tables.table03(df, ctx), tables.table09(df, ctx),
                                tables.table10(div, ctx), tables.table11(df, ctx),

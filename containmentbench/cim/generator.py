@@ -269,8 +269,10 @@ def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
                 totals[k] = totals.get(k, 0) + v
             if progress:
                 el = time.perf_counter() - t0
+                eta = el * (len(chunks) - i - 1) / (i + 1)
                 print(f"  chunk {i + 1}/{len(chunks)}: {totals['n_rows']:,} events, "
-                      f"{totals['n_rows'] / el:,.0f} events/s", flush=True)
+                      f"{totals['n_rows'] / el:,.0f} events/s, elapsed {el:.0f} s, "
+                      f"ETA {eta:.0f} s", flush=True)
     finally:
         if pool is not None:
             pool.shutdown()

@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
     from containmentbench.config.loader import load_option
+    from containmentbench.pipeline.mixing import check_metrics
 
     if args.config is not None:
         from containmentbench.config.compose import read_resolved
@@ -38,6 +39,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
+    if args.metrics.exists():
+        check_metrics(args.metrics)  # never pool two models or configs
     summary = None
     if args.reparse is not None:
         if not args.reparse.exists():

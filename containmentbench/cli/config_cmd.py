@@ -20,14 +20,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
-    from containmentbench.config.compose import config_hash, load_study
-    from containmentbench.pipeline.plan import shards
+    from containmentbench.config.compose import config_hash
+    from containmentbench.pipeline.plan import jobs, model_label, shards
+    from containmentbench.pipeline.runs import load_runs
 
-    data = load_study(args.overrides)
+    runs = load_runs(args.overrides)  # every model entry validated up front
     if args.action == "show":
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=True))
+        for data in runs:
+            if len(runs) > 1:
+                sys.stdout.write(f"# model {model_label(data)}\n")
+            sys.stdout.write(yaml.safe_dump(data, sort_keys=True))
         return 0
-    n = len(shards(data))
-    print(f"config ok: study {data['study']['name']}, {n} shards, "
-          f"sha256 {config_hash(data)}")
+    for data in runs:
+        sh = shards(data)
+        print(f"config ok: study {data['study']['name']}, model {model_label(data)}, "
+              f"{len(sh)} shards in {len(jobs(data, sh))} rollout jobs "
+              f"(cluster.rollout_group={data['cluster']['rollout_group']}), "
+              f"sha256 {config_hash(data)}")
     return 0

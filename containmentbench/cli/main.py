@@ -22,7 +22,8 @@ class _Parser(argparse.ArgumentParser):
 # verb modules, each exposing register(subparsers); imported lazily so `--help` stays fast
 # and heavy optional packages are only touched by the verbs that need them.
 VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "analyze", "freeze",
-         "verify", "reproduce", "status", "cim", "config")
+         "verify", "reproduce", "status", "cim", "config", "show", "cases", "report",
+         "cross_model")
 
 
 def build_parser() -> argparse.ArgumentParser:

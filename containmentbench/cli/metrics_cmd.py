@@ -19,8 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from containmentbench.metrics.compute import compute_metrics, write_metrics
+    from containmentbench.pipeline.mixing import check_traces
 
     t0 = time.perf_counter()
+    check_traces(args.traces)  # never pool two models or configs
     table = compute_metrics(args.traces, args.workers)
     write_metrics(table, args.out)
     sim = "sim" in set(table.column("backend").to_pylist())

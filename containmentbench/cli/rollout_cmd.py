@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="resolved study config (results/<study>/config.yaml)")
     p.add_argument("--shard", default=None, help="shard id, e.g. sim-default/none/seed=1/"
                                                  "security/shard-000")
+    p.add_argument("--job", default=None,
+                   help="rollout job of the study (cluster.rollout_group), e.g. seed-1: "
+                        "loads the backend once and runs every unfinished shard of the job")
     p.add_argument("--backend", default="sim", help="sim | vllm | openai | hf | scripted")
     p.add_argument("--model", default="sim", help="model id or path (label for sim)")
     p.add_argument("--sim-profile", default="default", help="sim profile name or YAML file")
@@ -86,6 +89,13 @@ def run_and_write(scenarios: list[Any], policy: Any, backend: Any, ctx: Any, cfg
     t0 = time.perf_counter()
     prog = None if quiet else Progress(len(scenarios), f"rollout {ctx.defense} s{ctx.seed}")
     eps, wall, model_s = run_episodes(scenarios, policy, backend, ctx, cfg, window, prog)
+    from containmentbench.runtime.job import is_context_overflow
+
+    failed = [e for e in eps if e is not None and e.status == "error"
+              and not is_context_overflow(e.error)]
+    if failed:  # errors are never outcomes: an ad-hoc shard tolerates none
+        raise BenchError(f"{len(failed)}/{len(eps)} rollouts ended in a provider error "
+                         f"(first: {failed[0].error}); shard not written", file=str(out))
     tables = shard_tables([e for e in eps if e is not None], ctx, policy,
                           getattr(backend, "seed_supported", False), wall, model_s)
     write_shard(out, tables)
@@ -141,7 +151,8 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "defense": args.defense, "seed": args.seed, "backend": args.backend,
             "model": args.model, "label": label, "study": args.study, "options": options,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
-            "top_p": args.top_p, "tool_mode": args.tool_mode, "window": args.window, "runtime": {"max_steps": args.max_steps},
+            "top_p": args.top_p, "tool_mode": args.tool_mode, "window": args.window,
+            "runtime": {"max_steps": args.max_steps},
             "defenses": None, "out": args.out}
 
 
@@ -153,12 +164,41 @@ def _clean_stale(out: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def _run_study_job(args: argparse.Namespace) -> int:
+    """``--study-config`` with ``--job`` (or ``--shard`` without ``--out``): the job path."""
+    from containmentbench.config.compose import read_resolved
+    from containmentbench.pipeline.plan import Job, job_by_name, model_slug, shard_by_id
+    from containmentbench.runtime.job import run_job
+
+    data = read_resolved(args.study_config)
+    if args.job:
+        job, marker = job_by_name(data, args.job), True
+    else:
+        job, marker = Job(model_slug(data), args.shard, (shard_by_id(data, args.shard),)), False
+    res = run_job(data, job, quiet=args.quiet, write_marker=marker)
+    label = " [simulated agent: harness validation, not a model result]" \
+        if data["backend"]["name"] == "sim" else ""
+    print(f"job {job.name}: {len(job.shards)} shards: ran {len(res.done) + len(res.errored)}, "
+          f"skipped {len(res.skipped)} (finished), errored {len(res.errored)}; backend loads "
+          f"{res.loads}, load {res.load_s:.2f} s of {res.wall_s:.2f} s "
+          f"({100 * res.load_share:.1f}%){label}", file=sys.stderr)
+    if res.errored:
+        print(f"containmentbench: error: {len(res.errored)} shard(s) errored: "
+              f"{', '.join(res.errored)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
     from containmentbench.models.base import BackendConfig, make_backend
     from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
+    if args.study_config and (args.job or (args.shard and args.out is None)):
+        return _run_study_job(args)
+    if args.job:
+        raise BenchError("--job needs --study-config", field="job")
     r = _from_study(args) if args.study_config else _from_args(args)
     scen = select(r["suite"], r["stage"], r["scenarios"])
     policy = load_policy(r["defense"], r["defenses"])

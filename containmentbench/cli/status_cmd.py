@@ -7,7 +7,8 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="list a study's shards: done, failed, missing, corrupt")
+    p = sub.add_parser("status", help="list a study's shards per model: done, stale, errored, "
+                                      "failed, missing, corrupt")
     p.add_argument("study", help="study name (config/study/<name>.yaml)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. backend=vllm")
     p.add_argument("--json", action="store_true")
@@ -16,20 +17,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from containmentbench.config.compose import load_study
-    from containmentbench.pipeline.plan import study_dir
+    from containmentbench.pipeline.plan import model_slug, run_dir
+    from containmentbench.pipeline.runs import load_runs
     from containmentbench.pipeline.status import study_status
 
-    data = load_study([f"study={args.study}", *args.overrides])
-    st = study_status(data)
+    runs = load_runs([f"study={args.study}", *args.overrides])
+    per_run = {model_slug(d): study_status(d) for d in runs}
     if args.json:
-        print(json.dumps(st, indent=2, sort_keys=True))
+        # one model: its states (as before); several: {model slug: states}
+        out = next(iter(per_run.values())) if len(runs) == 1 else per_run
+        print(json.dumps(out, indent=2, sort_keys=True))
         return 0
-    total = sum(len(v) for v in st.values())
-    print(f"{study_dir(data)}: {total} shards: " + ", ".join(
-        f"{k} {len(v)}" for k, v in st.items()))
-    if args.list:
-        for k in ("corrupt", "failed", "missing"):
-            for sid in st[k]:
-                print(f"{k:8} {sid}")
+    for data in runs:
+        st = per_run[model_slug(data)]
+        total = sum(len(v) for v in st.values())
+        print(f"{run_dir(data)}: {total} shards: " + ", ".join(
+            f"{k} {len(v)}" for k, v in st.items()))
+        if args.list:
+            for k in ("corrupt", "stale", "errored", "failed", "missing"):
+                for sid in st[k]:
+                    print(f"{k:8} {sid}")
     return 0

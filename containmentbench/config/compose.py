@@ -123,6 +123,10 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] == "sim" and model["name"] != "sim":
         raise BenchError("the sim backend runs the simulated agent; use model=sim",
                          field="model.name")
+    if not 0.0 <= float(study.get("max_error_rate", 0.0)) <= 1.0:
+        raise BenchError("must be in [0, 1]", field="study.max_error_rate")
+    from containmentbench.pipeline.plan import rollout_group
+    rollout_group(data)  # a known cluster.rollout_group
     if data["cluster"]["executor"] not in EXECUTORS:
         raise BenchError(f"unknown executor '{data['cluster']['executor']}'",
                          field="cluster.executor")

@@ -26,6 +26,12 @@ class StudyConfig:
     seeds: list[int] = field(default_factory=list)
     shard_size: int = 200               # scenarios per rollout job (a block of one stage)
     scenarios: list[str] = field(default_factory=list)  # optional subset of scenario ids
+    # several models, each its own run (never pooled): entries "model" or "model@backend" or
+    # {model: ..., backend: ...}, naming config/model and config/backend entries
+    models: list[Any] = field(default_factory=list)
+    # share of a shard's rollouts that may end in a provider error other than a context
+    # overflow before the shard fails (no SHA256SUMS; status: errored)
+    max_error_rate: float = 0.0
 
 
 @dataclass
@@ -81,6 +87,8 @@ class ClusterConfig:
     mem_mb_cpu_job: int = 2000
     runtime_min_cpu_job: int = 30
     metrics_workers: int = 2
+    # shards per rollout job (one backend load per job): model | seed | defense_seed | shard
+    rollout_group: str = "seed"
 
 
 @dataclass

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
+from containmentbench.progress import progress
 from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
 from containmentbench.scenarios.manifest import read_manifest, suite_dir
 
@@ -90,7 +91,7 @@ def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
     files: dict[str, str] = {}
-    for sub in ("tables", "figures", "metrics", "reparse", "traces"):
+    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
@@ -170,7 +171,12 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                       scratch / "metrics" / "rollout_metrics.parquet")
         analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
                 summary)
-        for sub in ("reparse", "metrics", "tables", "figures"):
+        if (study / "tables" / "case_studies.parquet").exists():
+            from containmentbench.report.write import write_cases
+            write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
+                        scratch / "tables")
+        for sub in progress(("reparse", "metrics", "tables", "figures"),
+                            "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()
                 if p.suffix in (".png", ".pdf"):

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from containmentbench.errors import BenchError
 from containmentbench.metrics import definitions as M
 from containmentbench.metrics.schema import METRICS, OUTCOMES, STAGE_SCOPE
+from containmentbench.progress import Progress
 from containmentbench.scenarios.manifest import load_suite
 from containmentbench.scenarios.model import Scenario
 from containmentbench.trace.io import read_table, shard_dirs
@@ -138,13 +139,16 @@ def compute_metrics(traces: str | Path, workers: int | None = None) -> pa.Table:
         raise BenchError(f"no finished trace shards below {traces}", file=str(traces))
     workers = workers or min(len(shards), os.cpu_count() or 1)
     rows: list[dict[str, Any]] = []
-    if workers > 1 and len(shards) > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            for part in pool.map(shard_rows, shards, chunksize=1):
-                rows.extend(part)
-    else:
-        for s in shards:
-            rows.extend(shard_rows(s))
+    with Progress(len(shards), "metrics: trace shards", unit="shard") as bar:
+        if workers > 1 and len(shards) > 1:
+            with ProcessPoolExecutor(workers) as pool:
+                for part in pool.map(shard_rows, shards, chunksize=1):
+                    rows.extend(part)
+                    bar.update()
+        else:
+            for s in shards:
+                rows.extend(shard_rows(s))
+                bar.update()
     cols = {f.name: [r.get(f.name) for r in rows] for f in METRICS}
     table = pa.Table.from_pydict(cols, schema=METRICS)
     idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in (

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from containmentbench.parser.core import DEFAULT_CONFIG, ParserConfig
 from containmentbench.parser.reparse import reparse_rows
+from containmentbench.progress import progress
 from containmentbench.trace.io import read_table, shard_dirs
 
 COLS = ["rollout_id", "seq", "kind", "text", "parse_status", "repaired", "repairs", "args"]
@@ -29,7 +30,7 @@ def reparse_traces(traces: str | Path, out: str | Path,
     """Re-parse every model_call below ``traces``; writes ``reparse.parquet`` (per action,
     old/new status) and ``summary.json`` (Table 24 quantities) into ``out``."""
     rows: list[dict[str, Any]] = []
-    for shard in shard_dirs(traces):
+    for shard in progress(shard_dirs(traces), "reparse: trace shards", unit="shard"):
         t = read_table(shard / "events.parquet", "events", COLS)
         t = t.filter(pc.equal(t.column("kind"), "model_call"))
         rows.extend(t.to_pylist())

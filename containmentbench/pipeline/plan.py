@@ -1,9 +1,15 @@
-"""The study plan: which rollout shards exist and where every output goes.
+"""The study plan: which rollout shards and jobs exist and where every output goes.
+
+A study may list several models (``study.models``); each model is a *run* with its own run
+directory, so traces, metrics and tables of two models are never pooled::
+
+    <results>/<study>/<model_slug>/traces/<model_slug>/<defense>/seed=<s>/<stage>/shard-<k>/
+    <results>/<study>/<model_slug>/{jobs,reparse,metrics,tables,figures,logs}/ ...
+    <results>/<study>/cross_model/...          (only when the study lists more than one model)
 
 A shard is a block of scenarios of one stage x one defense x one seed x one model (at most
-``study.shard_size`` scenarios). Paths (design: "Data flow")::
-
-    <results>/<study>/traces/<model>/<defense>/seed=<s>/<stage>/shard-<k>/SHA256SUMS
+``study.shard_size`` scenarios); it is the unit of checksums, ``status`` and rerun. A *job*
+groups shards that one process runs with one loaded backend (``cluster.rollout_group``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,18 @@ from typing import Any
 
 from containmentbench.canonical import sha256_json
 from containmentbench.errors import BenchError
+
+#: backend options that change how calls reach the model, never what it answers: they stay
+#: out of the shard key, so a new port or a larger concurrency redoes no finished shard
+OPERATIONAL_OPTIONS = frozenset({
+    "base_url", "api_key", "api_key_env", "concurrency", "timeout_s", "connect_timeout_s",
+    "max_retries", "backoff_base_s", "backoff_max_s", "retry_seed", "latency_ms",
+    "request_timeout_s", "headers"})
+#: backend settings that are operational in the same sense (episodes in flight)
+OPERATIONAL_SETTINGS = frozenset({"window"})
+#: ``cluster.rollout_group``: which shards one rollout job runs (the engine is loaded once per
+#: job); ``shard`` is one shard per job
+ROLLOUT_GROUPS = ("model", "seed", "defense_seed", "shard")
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,15 @@ class Shard:
         return f"{self.model}/{self.defense}/seed={self.seed}/{self.stage}/shard-{self.index:03d}"
 
 
+@dataclass(frozen=True)
+class Job:
+    """Shards run by one rollout process with one loaded backend."""
+
+    model: str
+    name: str                      # path-safe, unique within the model's run
+    shards: tuple[Shard, ...]
+
+
 def model_label(data: dict[str, Any]) -> str:
     """The model name recorded in traces (sim runs carry their profile)."""
     if data["backend"]["name"] == "sim":
@@ -41,8 +68,22 @@ def model_slug(data: dict[str, Any]) -> str:
     return model_label(data).replace(":", "-").replace("/", "_")
 
 
-def study_dir(data: dict[str, Any]) -> Path:
+def study_root(data: dict[str, Any]) -> Path:
+    """``<results>/<study>``: holds one run directory per model (and ``cross_model/``)."""
     return Path(data["results_dir"]) / data["study"]["name"]
+
+
+def run_dir(data: dict[str, Any]) -> Path:
+    """``<results>/<study>/<model_slug>``: everything of one model of a study."""
+    return study_root(data) / model_slug(data)
+
+
+# every verb that takes a "study dir" takes a run directory
+study_dir = run_dir
+
+
+def cross_model_dir(data: dict[str, Any]) -> Path:
+    return study_root(data) / "cross_model"
 
 
 def shards(data: dict[str, Any]) -> list[Shard]:
@@ -69,6 +110,42 @@ def shards(data: dict[str, Any]) -> list[Shard]:
     return out
 
 
+def _job_name(group: str, s: Shard) -> str:
+    if group == "model":
+        return "all"
+    if group == "seed":
+        return f"seed-{s.seed}"
+    if group == "defense_seed":
+        return f"{s.defense}.seed-{s.seed}"
+    return f"{s.defense}.seed-{s.seed}.{s.stage}.shard-{s.index:03d}"
+
+
+def rollout_group(data: dict[str, Any]) -> str:
+    group = data["cluster"].get("rollout_group", "seed")
+    if group not in ROLLOUT_GROUPS:
+        raise BenchError(f"unknown rollout group '{group}' (known: {', '.join(ROLLOUT_GROUPS)})",
+                         field="cluster.rollout_group")
+    return group
+
+
+def jobs(data: dict[str, Any], all_shards: list[Shard] | None = None) -> list[Job]:
+    """The rollout jobs of one run, in plan order (``cluster.rollout_group``)."""
+    group = rollout_group(data)
+    by: dict[str, list[Shard]] = {}
+    for s in all_shards if all_shards is not None else shards(data):
+        by.setdefault(_job_name(group, s), []).append(s)
+    slug = model_slug(data)
+    return [Job(slug, name, tuple(sh)) for name, sh in by.items()]
+
+
+def job_by_name(data: dict[str, Any], name: str) -> Job:
+    for j in jobs(data):
+        if j.name == name:
+            return j
+    raise BenchError(f"no rollout job '{name}' in study '{data['study']['name']}' "
+                     f"(model {model_label(data)})", field="job")
+
+
 def shard_by_id(data: dict[str, Any], shard_id: str) -> Shard:
     for s in shards(data):
         if s.id == shard_id:
@@ -76,20 +153,55 @@ def shard_by_id(data: dict[str, Any], shard_id: str) -> Shard:
     raise BenchError(f"no shard '{shard_id}' in study '{data['study']['name']}'", field="shard")
 
 
+def _backend_identity(backend: dict[str, Any]) -> dict[str, Any]:
+    """The backend settings that decide what the model answers (operational ones dropped)."""
+    out = {k: v for k, v in backend.items() if k not in OPERATIONAL_SETTINGS}
+    out["options"] = {k: v for k, v in (backend.get("options") or {}).items()
+                      if k not in OPERATIONAL_OPTIONS}
+    return out
+
+
+def run_key(data: dict[str, Any]) -> str:
+    """A hash of what every shard of one run shares (model, backend identity, runtime, study,
+    suite): two shards with different run keys must never be pooled into one table."""
+    return sha256_json({"model": data["model"], "backend": _backend_identity(data["backend"]),
+                        "runtime": data["runtime"], "study": data["study"]["name"],
+                        "suite": data["study"]["suite"]})[:16]
+
+
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
-    """A hash of everything that determines a shard's traces (a Snakemake params value, so a
-    change in model, backend, defense configuration or runtime settings reruns the shard and
-    a change in, say, the analysis plan does not)."""
+    """A hash of everything that determines a shard's traces (so a change in model, backend,
+    defense configuration or runtime settings reruns the shard and a change in, say, the
+    analysis plan, a server's port or the concurrency does not)."""
     return sha256_json({"shard": shard.id, "scenarios": list(shard.scenario_ids),
-                        "model": data["model"], "backend": data["backend"],
+                        "model": data["model"],
+                        "backend": _backend_identity(data["backend"]),
                         "defense": data["defenses"][shard.defense],
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"]})[:16]
 
 
+def job_key(data: dict[str, Any], job: Job) -> str:
+    return sha256_json([shard_key(data, s) for s in job.shards])[:16]
+
+
 def trace_dir(data: dict[str, Any]) -> Path:
-    return study_dir(data) / "traces"
+    return run_dir(data) / "traces"
 
 
 def shard_dir(data: dict[str, Any], shard: Shard) -> Path:
     return trace_dir(data) / shard.id
+
+
+def job_marker(data: dict[str, Any], job: Job) -> Path:
+    """Written when every shard of the job is finished (the Snakemake output of a job)."""
+    return run_dir(data) / "jobs" / f"{job.name}.done"
+
+
+def job_log(data: dict[str, Any], job: Job) -> Path:
+    return run_dir(data) / "logs" / "rollout" / f"{job.name}.log"
+
+
+def errored_marker(data: dict[str, Any], shard: Shard) -> Path:
+    """Written when a shard's model-call errors exceed the bound (``status``: errored)."""
+    return run_dir(data) / "logs" / "errored" / f"{shard.id}.json"

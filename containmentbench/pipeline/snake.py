@@ -1,18 +1,36 @@
-"""What the Snakefile needs from the package: the composed study, its shards and outputs,
-resources from the ``cluster`` group, and the pre-flight checks (config validated, resolved
-config saved and hashed, corrupt shards reported and set aside to be redone)."""
+"""What the Snakefile needs from the package: the composed study (one run per model), its
+rollout jobs and outputs, resources from the ``cluster`` group, and the pre-flight checks
+(config validated, resolved config saved and hashed per run, corrupt shards reported and set
+aside to be redone, job markers whose shards are no longer all finished withdrawn).
+
+Paths: ``S.path(*parts)`` is ``results/<study>/{model}/<parts>``: every rule's outputs carry
+the ``{model}`` wildcard, so Snakemake builds each model's chain (rollout jobs -> reparse ->
+metrics -> tables -> freeze/verify) separately; ``S.study_path`` is the study folder itself
+(``cross_model/`` lives there)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from containmentbench.config.compose import load_study, save_resolved
+from containmentbench.config.compose import save_resolved
 from containmentbench.errors import BenchError
-from containmentbench.pipeline.plan import Shard, shard_key, shards, study_dir
+from containmentbench.pipeline.plan import (
+    Job,
+    Shard,
+    job_key,
+    job_marker,
+    jobs,
+    model_slug,
+    run_dir,
+    shards,
+    study_root,
+)
+from containmentbench.pipeline.runs import load_runs
 from containmentbench.trace.io import CHECKSUMS, verify_shard
 
 
@@ -54,51 +72,98 @@ def split_overrides(text: str) -> list[str]:
 class Study:
     def __init__(self, config: Mapping[str, Any], main_process: bool = True,
                  dryrun: bool = False) -> None:
-        self.data = load_study(overrides_from(config))
-        self.dir = study_dir(self.data)
+        self.runs = load_runs(overrides_from(config))
+        self.data = self.runs[0]
+        self.dir = study_root(self.data)
         self.name = self.data["study"]["name"]
         self.suite = self.data["study"]["suite"]
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
-        self.config_path = self.dir / "config.yaml"
-        self.shards = shards(self.data)
+        self.backends = {r["backend"]["name"] for r in self.runs}
+        self.models = [model_slug(r) for r in self.runs]
+        self._run = dict(zip(self.models, self.runs, strict=True))
+        self.shards: list[Shard] = []
+        self.jobs: dict[str, list[Job]] = {}
+        for slug, data in self._run.items():
+            sh = shards(data)
+            self.shards += sh
+            self.jobs[slug] = jobs(data, sh)
         self._by_id = {s.id: s for s in self.shards}
         if main_process:
-            if not dryrun:
-                save_resolved(self.data, self.config_path)
-            self.quarantine_corrupt(report_only=dryrun)
+            for data in self.runs:
+                if not dryrun:
+                    save_resolved(data, run_dir(data) / "config.yaml")
+                self.quarantine_corrupt(data, report_only=dryrun)
+                self.withdraw_stale_jobs(data, report_only=dryrun)
 
     # ------------------------------------------------------------------ paths
 
     def path(self, *parts: str) -> str:
+        """``results/<study>/{model}/<parts>``: a path inside one model's run directory."""
+        return str(self.dir.joinpath("{model}", *parts))
+
+    def study_path(self, *parts: str) -> str:
         return str(self.dir.joinpath(*parts))
 
+    @property
+    def multi_model(self) -> bool:
+        return len(self.runs) > 1
+
+    def model_constraint(self) -> str:
+        return "|".join(re.escape(m) for m in self.models)
+
+    def run_data(self, w: Any) -> dict[str, Any]:
+        return self._run[w.model]
+
+    def config_path(self, w: Any) -> str:
+        """The resolved config of the run (a params function of the ``{model}`` wildcard)."""
+        return str(run_dir(self._run[w.model]) / "config.yaml")
+
+    def run_dirs(self) -> list[str]:
+        return [str(run_dir(d)) for d in self.runs]
+
+    def paths(self, sub: str, pattern: str, names: Sequence[str]) -> list[str]:
+        """``S.paths("tables", "{}.csv", names)``: one path per name (report items)."""
+        return [self.path(sub, pattern.format(n)) for n in names]
+
     def shard_output(self, s: Shard) -> str:
-        return self.path("traces", s.id, CHECKSUMS)
+        return str(run_dir(self._run[s.model]) / "traces" / s.id / CHECKSUMS)
 
     @staticmethod
     def traces_root(inputs: Sequence[str]) -> str:
-        """The traces folder above shard outputs (``traces/<model>/<defense>/seed=<s>/
-        <stage>/shard-<k>/SHA256SUMS``): a function of the inputs, so no rule hard-codes a
-        path prefix."""
-        return str(Path(inputs[0]).parents[5])
+        """The traces folder of the run whose job markers (``<run>/jobs/<job>.done``) are the
+        inputs: a function of the inputs, so no rule hard-codes a path prefix."""
+        return str(Path(inputs[0]).parents[1] / "traces")
 
-    def all_shard_outputs(self) -> list[str]:
-        return [self.shard_output(s) for s in self.shards]
+    def job_outputs(self, slug: str) -> list[str]:
+        data = self._run[slug]
+        return [str(job_marker(data, j)) for j in self.jobs[slug]]
 
-    @staticmethod
-    def shard_id(w: Any) -> str:
-        return f"{w.model}/{w.defense}/seed={w.seed}/{w.stage}/shard-{w.shard}"
+    def all_shard_outputs(self) -> Any:
+        """Input function: the rollout job markers of the ``{model}`` run (a marker exists
+        only when every shard of its job is finished)."""
+        return lambda w: self.job_outputs(w.model)
 
-    def shard(self, w: Any) -> Shard:
-        try:
-            return self._by_id[self.shard_id(w)]
-        except KeyError:
-            raise BenchError(f"no shard '{self.shard_id(w)}' in study '{self.name}'",
-                             field="shard") from None
+    def all_models(self, *parts: str) -> list[str]:
+        """``parts`` inside every run directory (e.g. the per-model MANIFEST.json)."""
+        return [str(run_dir(d).joinpath(*parts)) for d in self.runs]
+
+    def targets(self) -> list[str]:
+        out = self.all_models("MANIFEST.json")
+        if self.multi_model:
+            out.append(self.study_path("cross_model", "MANIFEST.json"))
+        return out
+
+    def job(self, w: Any) -> Job:
+        for j in self.jobs.get(w.model, []):
+            if j.name == w.job:
+                return j
+        raise BenchError(f"no rollout job '{w.job}' for model '{w.model}' in study "
+                         f"'{self.name}'", field="job")
 
     def key(self, w: Any) -> str:
-        return shard_key(self.data, self.shard(w))
+        """The job's key (its shards' keys): a changed shard key reruns the job."""
+        return job_key(self._run[w.model], self.job(w))
 
     # ------------------------------------------------------------------ resources
 
@@ -119,7 +184,7 @@ class Study:
                     else f"gpu:{c['gpus_per_job']}"
                 res["gres"] = gres
                 res["gpu"] = c["gpus_per_job"]
-        if self.backend == "openai":
+        if "openai" in self.backends:
             res["api_calls"] = 1  # throttle a shared server: --resources api_calls=N
         return res
 
@@ -138,12 +203,13 @@ class Study:
 
     # ------------------------------------------------------------------ pre-flight
 
-    def quarantine_corrupt(self, report_only: bool = False) -> list[str]:
+    def quarantine_corrupt(self, data: dict[str, Any], report_only: bool = False) -> list[str]:
         """A finished shard whose bytes no longer match its checksums is reported and moved
         to ``quarantine/`` (kept, never deleted) so the DAG redoes it."""
         moved = []
-        for s in self.shards:
-            d = self.dir / "traces" / s.id
+        root = run_dir(data)
+        for s in shards(data):
+            d = root / "traces" / s.id
             if not (d / CHECKSUMS).exists():
                 continue
             bad = verify_shard(d)
@@ -155,7 +221,7 @@ class Study:
                 moved.append(s.id)
                 continue
             n = 0
-            while (target := self.dir / "quarantine" / f"{s.id}.{n}").exists():
+            while (target := root / "quarantine" / f"{s.id}.{n}").exists():
                 n += 1
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(d, target)
@@ -164,6 +230,23 @@ class Study:
                   file=sys.stderr)
             moved.append(s.id)
         return moved
+
+
+    def withdraw_stale_jobs(self, data: dict[str, Any], report_only: bool = False
+                            ) -> list[str]:
+        """A job marker stands for "every shard of the job finished": when a shard has gone
+        (quarantined, deleted) the marker is removed so Snakemake reruns the job, which
+        redoes only that shard."""
+        from containmentbench.runtime.job import shard_is_current
+
+        out = []
+        for j in self.jobs[model_slug(data)]:
+            marker = job_marker(data, j)
+            if marker.exists() and not all(shard_is_current(data, s) for s in j.shards):
+                out.append(j.name)
+                if not report_only:
+                    marker.unlink()
+        return out
 
 
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:

@@ -1,36 +1,65 @@
-"""Shard status of a study: done, failed, missing and corrupt.
+"""Shard status of one model's run: done, errored, failed, missing and corrupt.
 
 * done: the shard folder holds ``SHA256SUMS`` and every file matches it;
+* stale: finished and intact, but written under another shard key (the model, backend,
+  defense or runtime configuration changed since): the next run redoes it;
 * corrupt: the folder is finished but a file's bytes differ from ``SHA256SUMS`` (the next
   run moves it to ``quarantine/`` and redoes it);
+* errored: the last run of the shard ended with more provider errors than
+  ``study.max_error_rate`` allows (no ``SHA256SUMS`` was written; a rerun redoes it);
 * failed: not done, and a run was attempted (a temporary folder a killed job left behind, a
-  rollout log, or an earlier corrupt copy in quarantine);
+  rollout log of its job, or an earlier corrupt copy in quarantine);
 * missing: never attempted.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from containmentbench.pipeline.plan import Shard, shards, study_dir
+from containmentbench.pipeline.mixing import SHARD_RECORD
+from containmentbench.pipeline.plan import (
+    Shard,
+    errored_marker,
+    job_log,
+    jobs,
+    run_dir,
+    shard_key,
+)
 from containmentbench.trace.io import CHECKSUMS, verify_shard
 
+STATES = ("done", "stale", "errored", "failed", "missing", "corrupt")
 
-def shard_status(data: dict[str, Any], s: Shard) -> str:
-    root = study_dir(data)
+
+def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> str:
+    root = run_dir(data)
     d = root / "traces" / s.id
     if (d / CHECKSUMS).exists():
-        return "corrupt" if verify_shard(d) else "done"
-    attempted = any(d.parent.glob(f".{d.name}.tmp-*")) if d.parent.exists() else False
-    attempted |= (root / "logs" / "rollout" / f"{s.id}.log").exists()
+        if verify_shard(d):
+            return "corrupt"
+        return "done" if _key_of(d) in (None, shard_key(data, s)) else "stale"
+    if errored_marker(data, s).exists():
+        return "errored"
+    attempted = job_logged
+    attempted |= any(d.parent.glob(f".{d.name}.tmp-*")) if d.parent.exists() else False
     attempted |= (root / "quarantine").exists() and any(
         (root / "quarantine").glob(f"{s.id}.*"))
     return "failed" if attempted else "missing"
 
 
-def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"done": [], "failed": [], "missing": [], "corrupt": []}
-    for s in shards(data):
-        out[shard_status(data, s)].append(s.id)
-    return out
+def _key_of(d: Path) -> str | None:
+    """The shard key recorded in ``SHARD.json`` (None for a shard written without one)."""
+    try:
+        return json.loads((d / SHARD_RECORD).read_text())["key"]
+    except (OSError, ValueError, KeyError):
+        return None
 
+
+def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {k: [] for k in STATES}
+    for j in jobs(data):
+        logged = job_log(data, j).exists()
+        for s in j.shards:
+            out[shard_status(data, s, logged)].append(s.id)
+    return out

@@ -1,13 +1,21 @@
-"""Lockstep batch driver: many episodes in flight, one backend call per tick.
+"""Episode drivers: many episodes in flight against one backend.
 
-At each tick every in-flight episode that waits for a completion contributes its request, and
-the backend receives all of them in one ``generate`` call (one ``vllm.LLM.chat`` call on a
-GPU). Finished episodes are turned into trace rows in the order of their specs, so a shard's
-files do not depend on completion order: same inputs, byte-identical traces.
+* Lockstep (``run_episodes``): at each tick every in-flight episode contributes its pending
+  request and the backend receives all of them in one ``generate`` call. Simple, but each
+  tick waits for the longest completion of the batch.
+* Asynchronous (``arun_episodes``), for backends with ``agenerate`` (LAYOUT.md contract):
+  every episode is an asyncio task that awaits its own completions, so an episode's next
+  request joins the engine's running batch as soon as its previous completion returns.
+
+Episodes never share state and every request carries its own seed, so both drivers give the
+same completions for a deterministic backend; finished episodes are turned into trace rows
+in the order of their specs, so a shard's files do not depend on completion order: same
+inputs, byte-identical traces (tests/runtime/test_job.py runs sim both ways).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import time
@@ -18,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from containmentbench.canonical import canonical_json, short_id
-from containmentbench.models.base import ModelBackend
+from containmentbench.models.base import Completion, GenerationRequest, ModelBackend
 from containmentbench.parser import PARSER_VERSION
 from containmentbench.policies.base import Policy
 from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
@@ -69,6 +77,11 @@ def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
     }
 
 
+def _clock(s: float) -> str:
+    m, sec = divmod(round(s), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m:02d}:{sec:02d}"
+
+
 class Progress:
     """Episodes done and actions per second on stderr (at most every ``every`` seconds)."""
 
@@ -83,10 +96,58 @@ class Progress:
         self.done, self.actions = done, actions
         now = time.perf_counter()
         if force or now - self.last >= self.every:
-            rate = actions / max(now - self.t0, 1e-9)
-            print(f"[{self.label}] {done}/{self.total} episodes, {rate:,.0f} actions/s",
+            el = max(now - self.t0, 1e-9)
+            eta = (f", ETA {_clock((self.total - done) * el / done)}"
+                   if 0 < done < self.total else "")
+            print(f"[{self.label}] {done}/{self.total} episodes, {done / el:.2f} episodes/s, "
+                  f"{actions / el:,.0f} actions/s, elapsed {_clock(el)}{eta}",
                   file=self.stream, flush=True)
             self.last = now
+
+
+def new_episode(s: Scenario, policy: Policy, ctx: ShardContext, cfg: RuntimeConfig) -> Episode:
+    spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
+                       ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
+                       ctx.agent_profile)
+    return Episode(s, policy, spec, cfg)
+
+
+def drive_lockstep(makers: Sequence[Callable[[], Episode]], backend: ModelBackend,
+                   window: int, progress: Progress | None,
+                   on_done: Callable[[int, Episode, float, float], None]) -> None:
+    """The lockstep loop over episodes built lazily by ``makers`` (of one shard or of every
+    shard of a job): at most ``window`` in flight, one ``generate`` call per tick over all
+    their pending requests; ``on_done(i, episode, wall_s, model_s)`` as each one finishes."""
+    n = len(makers)
+    model_s = [0.0] * n
+    started = [0.0] * n
+    nxt = 0
+    active: list[tuple[int, Episode]] = []
+    done = actions = 0
+    while nxt < n or active:
+        while nxt < n and len(active) < window:
+            started[nxt] = time.perf_counter()
+            active.append((nxt, makers[nxt]()))
+            nxt += 1
+        reqs = [ep.request() for _, ep in active]
+        t = time.perf_counter()
+        comps = backend.generate(reqs)  # one call per tick over all pending requests
+        share = (time.perf_counter() - t) / max(len(reqs), 1)
+        still = []
+        for (i, ep), comp in zip(active, comps):
+            model_s[i] += share
+            ep.feed(comp)
+            actions += 1
+            if ep.finished:
+                done += 1
+                on_done(i, ep, time.perf_counter() - started[i], model_s[i])
+            else:
+                still.append((i, ep))
+        active = still
+        if progress is not None:
+            progress.update(done, actions)
+    if progress is not None:
+        progress.update(done, actions, force=True)
 
 
 def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBackend,
@@ -100,47 +161,74 @@ def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBa
     out: list[Episode | None] = [None] * n
     wall = [0.0] * n
     model_s = [0.0] * n
-    started = [0.0] * n
-    nxt = 0
-    active: list[tuple[int, Episode]] = []
-    done = actions = 0
-    while nxt < n or active:
-        while nxt < n and len(active) < window:
-            s = scenarios[nxt]
-            spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
-                               ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
-                               ctx.agent_profile)
-            started[nxt] = time.perf_counter()
-            active.append((nxt, Episode(s, policy, spec, cfg)))
-            nxt += 1
-        reqs = [ep.request() for _, ep in active]
-        t = time.perf_counter()
-        comps = backend.generate(reqs)  # one call per tick over all pending requests
-        share = (time.perf_counter() - t) / max(len(reqs), 1)
-        still = []
-        for (i, ep), comp in zip(active, comps):
-            model_s[i] += share
-            ep.feed(comp)
-            actions += 1
-            if ep.finished:
-                wall[i] = time.perf_counter() - started[i]
-                out[i] = ep
-                done += 1
-                if on_done is not None:
-                    on_done(i, ep)
-            else:
-                still.append((i, ep))
-        active = still
-        if progress is not None:
-            progress.update(done, actions)
-    if progress is not None:
-        progress.update(done, actions, force=True)
+
+    def finished(i: int, ep: Episode, w: float, m: float) -> None:
+        out[i], wall[i], model_s[i] = ep, w, m
+        if on_done is not None:
+            on_done(i, ep)
+
+    makers = [lambda s=s: new_episode(s, policy, ctx, cfg) for s in scenarios]
+    drive_lockstep(makers, backend, window, progress, finished)
+    return out, wall, model_s
+
+
+class AsyncAdapter:
+    """``agenerate`` over a backend's ``generate([request])`` (each call runs in a worker
+    thread): gives any backend the asynchronous driver, e.g. to check that ``sim`` traces
+    are byte-identical under it."""
+
+    def __init__(self, backend: ModelBackend) -> None:
+        self.inner = backend
+        self.name = backend.name
+        self.seed_supported = getattr(backend, "seed_supported", False)
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        return self.inner.generate(requests)
+
+    async def agenerate(self, request: GenerationRequest) -> Completion:
+        return (await asyncio.to_thread(self.inner.generate, [request]))[0]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: Any,
+                        ctx: ShardContext, cfg: RuntimeConfig, window: asyncio.Semaphore,
+                        progress: Progress | None = None
+                        ) -> tuple[list[Episode | None], list[float], list[float]]:
+    """Every scenario as an asyncio task awaiting ``backend.agenerate`` per step; at most
+    ``window`` episodes (a semaphore shared by every shard of a job) are in flight. Returns
+    finished episodes in input order, with wall and model seconds per episode."""
+    n = len(scenarios)
+    out: list[Episode | None] = [None] * n
+    wall = [0.0] * n
+    model_s = [0.0] * n
+    tally = {"done": 0, "actions": 0}
+
+    async def one(i: int, s: Scenario) -> None:
+        async with window:
+            t0 = time.perf_counter()
+            ep = new_episode(s, policy, ctx, cfg)
+            while not ep.finished:
+                req = ep.request()
+                t = time.perf_counter()
+                comp = await backend.agenerate(req)
+                model_s[i] += time.perf_counter() - t
+                ep.feed(comp)
+                tally["actions"] += 1
+            wall[i] = time.perf_counter() - t0
+            out[i] = ep
+            tally["done"] += 1
+            if progress is not None:
+                progress.update(tally["done"], tally["actions"])
+
+    await asyncio.gather(*(one(i, s) for i, s in enumerate(scenarios)))
     return out, wall, model_s
 
 
 def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
-                 seed_supported: bool, wall: Sequence[float], model_s: Sequence[float]
-                 ) -> dict[str, pa.Table]:
+                 seed_supported: bool, wall: Sequence[float], model_s: Sequence[float],
+                 job: str = "", job_load_s: float = 0.0) -> dict[str, pa.Table]:
     """The ``rollouts``, ``events``, ``edges`` and ``timings`` tables of a shard."""
     names = EVENTS.names
     ev_cols: dict[str, list[Any]] = {n: [] for n in names}
@@ -157,6 +245,7 @@ def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
     host = socket.gethostname()
     timings = {"rollout_id": [r["rollout_id"] for r in rows], "wall_s": list(wall),
                "model_s": list(model_s), "host": [host] * len(rows),
+               "job": [job] * len(rows), "job_load_s": [float(job_load_s)] * len(rows),
                "call_latency_s": [list(getattr(ep, "latencies", [])) for ep in episodes]}
     from containmentbench.trace.schema import ROLLOUTS
     if not rows:

@@ -97,12 +97,14 @@ def read_table(path: str | Path, name: str, columns: list[str] | None = None) ->
     return pf.read(columns=columns)
 
 
-def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table]) -> Path:
+def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table],
+                *, extra: Mapping[str, bytes] | None = None) -> Path:
     """Write a shard's tables atomically with a checksum sidecar; returns the final folder.
 
     The files go to ``<out_dir>.tmp-<pid>`` first; the folder is renamed into place only when
     every file and ``SHA256SUMS`` are written. An existing finished shard is replaced only by
-    a complete new one (never left half-written)."""
+    a complete new one (never left half-written). ``extra`` files (name -> bytes, e.g. the
+    shard's key record) are written and checksummed with the tables."""
     out = Path(out_dir)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     if tmp.exists():
@@ -113,6 +115,9 @@ def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table]) -> Path:
         p = tmp / f"{name}.parquet"
         write_table(p, name, table)
         sums.append(f"{sha256_file(p)}  {name}.parquet")
+    for fname, payload in (extra or {}).items():
+        (tmp / fname).write_bytes(payload)
+        sums.append(f"{sha256_file(tmp / fname)}  {fname}")
     (tmp / CHECKSUMS).write_text("\n".join(sorted(sums, key=lambda s: s.split()[1])) + "\n")
     if out.exists():
         old = out.parent / f".{out.name}.old-{os.getpid()}"

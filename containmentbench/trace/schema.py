@@ -145,6 +145,10 @@ TIMINGS = pa.schema([
     pa.field("wall_s", pa.float64(), nullable=False),
     pa.field("model_s", pa.float64(), nullable=False),
     pa.field("host", _str, nullable=False),
+    # the rollout job that ran the shard and its backend load time (the engine is loaded
+    # once per job; load share = job_load_s / the job's wall time, also in the job log)
+    pa.field("job", _str, nullable=False),
+    pa.field("job_load_s", pa.float64(), nullable=False),
     pa.field("call_latency_s", pa.list_(pa.float64())),    # per model call, in trace order
 ])
 

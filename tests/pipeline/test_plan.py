@@ -72,11 +72,12 @@ def test_status_and_config_cli(tmp_path, capsys):
     first = shards(data)[0]
     assert run_cli("rollout", "--suite", "smoke", "--stage", first.stage, "--scenarios",
                    ",".join(first.scenario_ids), "--defense", "none", "--seed", 1,
-                   "--study", "smoke", "--out", tmp_path / "smoke" / "traces" / first.id,
+                   "--study", "smoke", "--out",
+                   tmp_path / "smoke" / "sim-default" / "traces" / first.id,
                    "--quiet") == 0
     st = study_status(data)
     assert st["done"] == [first.id]
-    ev = tmp_path / "smoke" / "traces" / first.id / "events.parquet"
+    ev = tmp_path / "smoke" / "sim-default" / "traces" / first.id / "events.parquet"
     ev.write_bytes(ev.read_bytes()[:-10] + b"0123456789")
     assert study_status(data)["corrupt"] == [first.id]
     assert run_cli("status", "smoke", f"results_dir={tmp_path}", "study.defenses=[none]",

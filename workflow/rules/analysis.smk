@@ -1,9 +1,14 @@
+from containmentbench.report.items import ANALYSIS_TABLES, FIGURES
+
+
 rule analysis:
     input:
         metrics=rules.metrics.output,
         reparse=rules.reparse.output.summary,
     output:
         S.path("analysis.json"),
+        tables=report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables"),
+        figures=report(S.paths("figures", "{}.png", FIGURES), category="Figures"),
     log:
         S.path("logs", "analysis.log"),
     params:

@@ -1,6 +1,7 @@
 rule freeze:
     input:
-        rules.analysis.output,
+        rules.analysis.output[0],
+        rules.report.output,
     output:
         S.path("MANIFEST.json"),
     log:

@@ -1,14 +1,17 @@
 # A target, not part of `all`: `snakemake reproduce --config study=<study>`. It has no input
-# from other rules, so it never schedules a rollout: it rebuilds reparse, metrics and tables
-# from the cached traces, compares bytes with the frozen ones and verifies MANIFEST.json.
+# from other rules, so it never schedules a rollout: for every model's run directory it
+# rebuilds reparse, metrics and tables from the cached traces, compares bytes with the
+# frozen ones and verifies MANIFEST.json; with several models, the same for cross_model/.
 rule reproduce:
     log:
-        S.path("logs", "reproduce.log"),
+        S.study_path("logs", "reproduce.log"),
     params:
-        study=S.path(),
+        runs=S.run_dirs(),
+        cross=S.study_path("cross_model") if S.multi_model else "",
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "(containmentbench reproduce {params.study} && containmentbench verify {params.study}) > {log} 2>&1"
+        "(for d in {params.runs}; do containmentbench reproduce $d && containmentbench verify $d || exit 1; done"
+        " && for c in {params.cross}; do containmentbench cross-model --reproduce --out $c && containmentbench verify $c; done) > {log} 2>&1"

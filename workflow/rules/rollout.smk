@@ -1,25 +1,21 @@
-wildcard_constraints:
-    seed=r"\d+",
-    shard=r"\d{3}",
-
-
+# One job loads the backend once and runs a group of shards (cluster.rollout_group, default
+# one seed of one model); each shard is written atomically with its own SHA256SUMS, so a
+# killed job redoes only its unfinished shards. The output marker exists only when every
+# shard of the job is finished.
 rule rollout:
     input:
         rules.scenarios.output,
     output:
-        S.path("traces", "{model}", "{defense}", "seed={seed}", "{stage}", "shard-{shard}",
-               "SHA256SUMS"),
+        S.path("jobs", "{job}.done"),
     log:
-        S.path("logs", "rollout", "{model}", "{defense}", "seed={seed}", "{stage}",
-               "shard-{shard}.log"),
+        S.path("logs", "rollout", "{job}.log"),
     params:
         config=S.config_path,
-        shard=S.shard_id,
-        out=lambda w, output: os.path.dirname(output[0]),
+        job=lambda w: w.job,
         key=S.key,
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.gpu_rule_resources(),
     shell:
-        "containmentbench rollout --study-config {params.config} --shard {params.shard} --out {params.out} > {log} 2>&1"
+        "containmentbench rollout --study-config {params.config} --job {params.job} > {log} 2>&1"

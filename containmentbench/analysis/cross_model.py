@@ -1,0 +1,160 @@
+"""The cross-model table: two or more models of one study compared per defense.
+
+Each model's metrics stay in its own run directory (never pooled); this table only places
+them side by side. Within one defense and evidence stage, rollouts of model A and model B
+are paired by (scenario, seed) -- the same scenario under the same seed, the eq. 12 pairing
+with the model in place of the defense -- and the mean paired delta gets the
+scenario-cluster percentile bootstrap interval of §6.5
+(:func:`containmentbench.analysis.bootstrap.cluster_bootstrap`, through
+:func:`containmentbench.analysis.paired.compare`). The first model listed is the reference.
+
+Output: ``cross_model/tables/cross_model_by_defense.*``, ``cross_model/analysis.json`` and
+``cross_model/MANIFEST.json`` (sha256 of every input metrics table and output table;
+``containmentbench verify cross_model`` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from containmentbench.analysis.paired import Comparison, Settings, compare
+from containmentbench.analysis.tables import SIM_NOTE, comparisons_frame
+from containmentbench.analysis.writers import Table, write
+from containmentbench.canonical import sha256_file
+from containmentbench.errors import BenchError
+
+#: (metric, stages): the headline metric of each evidence stage (paper 000 Table 3 / 11)
+CROSS_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("committed_harm", ("security", "memory_recovery", "active_tainted")),
+    ("blast_radius_norm", ("security", "memory_recovery", "active_tainted")),
+    ("authorized_tainted_action_success", ("active_tainted",)),
+    ("recovery_success", ("memory_recovery",)),
+    ("clean_benign_completion", ("clean",)),
+)
+
+
+def _load(paths: Sequence[str | Path]) -> list[pl.DataFrame]:
+    from containmentbench.metrics.compute import read_metrics
+    from containmentbench.pipeline.mixing import check_metrics
+
+    frames, seen = [], {}
+    for p in paths:
+        check_metrics(p)  # each input is one model's run
+        df = pl.from_arrow(read_metrics(p))
+        if df.height == 0:
+            raise BenchError("metrics table is empty", file=str(p))
+        model = df["model"][0]
+        if model in seen:
+            raise BenchError(f"model '{model}' given twice (also {seen[model]})", file=str(p))
+        seen[model] = p
+        frames.append(df)
+    if len(frames) < 2:
+        raise BenchError("a cross-model table needs at least two models' metrics",
+                         field="metrics")
+    studies = {s for df in frames for s in df["study"].unique().to_list()}
+    if len(studies) > 1:
+        raise BenchError(f"metrics of several studies ({', '.join(sorted(studies))}); a "
+                         f"cross-model table compares the models of one study", field="study")
+    return frames
+
+
+def _swap(df: pl.DataFrame, defense: str) -> pl.DataFrame:
+    """One defense's rows with model and defense exchanged, so :func:`compare` pairs the
+    models on (scenario, seed) exactly as it pairs defenses on (scenario, model, seed)."""
+    sub = df.filter(pl.col("defense") == defense)
+    return sub.with_columns(pl.col("model").alias("defense"), pl.lit(defense).alias("model"))
+
+
+def cross_model(metrics: Sequence[str | Path], out: str | Path,
+                analysis: Mapping[str, Any]) -> dict[str, Any]:
+    frames = _load(metrics)
+    out = Path(out)
+    s = Settings.from_config(analysis)
+    models = [df["model"][0] for df in frames]
+    ref = frames[0]
+    defenses = [d for d in ref["defense"].unique(maintain_order=True).to_list()
+                if all(d in set(df["defense"].to_list()) for df in frames[1:])]
+    rows: list[tuple[str, Comparison]] = []
+    for defense in defenses:
+        for other, df in zip(models[1:], frames[1:], strict=True):
+            both = pl.concat([_swap(ref, defense), _swap(df, defense)], how="diagonal_relaxed")
+            for metric, stages in CROSS_METRICS:
+                for stage in stages:
+                    c = compare(both, models[0], other, metric, stage, s)
+                    if c.n_pairs:
+                        rows.append((defense, c))
+    if not rows:
+        raise BenchError("no (scenario, seed) pairs shared by the models", field="metrics")
+    frame = pl.concat([pl.DataFrame({"defense": [d for d, _ in rows]}),
+                       comparisons_frame([c for _, c in rows], with_pair=False)],
+                      how="horizontal").rename({"comparison": "models"})
+    backends = sorted({b for df in frames for b in df["backend"].unique().to_list()})
+    sim = "sim" in backends
+    caption = ("Cross-model comparison per defense: mean paired delta (model B - model A) "
+               "over rollouts paired by scenario and seed, with scenario-cluster bootstrap "
+               f"intervals ({s.resamples} resamples, {s.confidence:.0%}). Models kept apart, "
+               f"never pooled. Study {frames[0]['study'][0]}; models {', '.join(models)}; "
+               f"backends {', '.join(backends)}." + (f" {SIM_NOTE}" if sim else ""))
+    written = write(Table("cross_model_by_defense", caption, frame), out / "tables")
+    info = {"models": models, "defenses": defenses, "comparisons": len(rows),
+            "inputs": [os.path.relpath(p, out) for p in metrics], "resamples": s.resamples,
+            "analysis": {k: analysis[k] for k in ("resamples", "confidence", "seed",
+                                                  "max_batch_elements")},
+            "simulated_agent": sim, "tables": sorted(p.name for p in written)}
+    _atomic_json(out / "analysis.json", info)
+    freeze_cross(out, metrics)
+    return info
+
+
+def reproduce_cross(out: str | Path) -> dict[str, Any]:
+    """Rebuild the cross-model tables from the models' metrics (paths and settings in
+    ``analysis.json``) into a scratch folder and compare bytes with the frozen ones."""
+    import tempfile
+
+    out = Path(out)
+    info_path = out / "analysis.json"
+    if not info_path.exists():
+        raise BenchError("no analysis.json (run cross-model first)", file=str(out))
+    info = json.loads(info_path.read_text())
+    if "analysis" not in info or "inputs" not in info:
+        raise BenchError("no analysis settings or inputs recorded (rerun cross-model)",
+                         file=str(info_path))
+    metrics = [out / p for p in info["inputs"]]
+    differ, compared = [], 0
+    with tempfile.TemporaryDirectory(prefix="cb-cross-") as tmp:
+        cross_model(metrics, tmp, info["analysis"])
+        for p in sorted((out / "tables").rglob("*")):
+            if not p.is_file() or p.name.startswith("."):
+                continue
+            compared += 1
+            q = Path(tmp) / p.relative_to(out)
+            if not q.exists() or q.read_bytes() != p.read_bytes():
+                differ.append(p.relative_to(out).as_posix())
+    return {"compared": compared, "differ": differ}
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def freeze_cross(out: Path, metrics: Sequence[str | Path]) -> dict[str, Any]:
+    """``MANIFEST.json`` of the cross-model folder, in the form ``verify`` checks: sha256 of
+    every table and of ``analysis.json``, plus the input metrics tables' hashes."""
+    files = {p.relative_to(out).as_posix(): sha256_file(p)
+             for p in sorted((out / "tables").rglob("*")) if p.is_file()
+             and not p.name.startswith(".")}
+    files["analysis.json"] = sha256_file(out / "analysis.json")
+    manifest = {"schema": "containmentbench-cross-model-manifest/1", "files": files,
+                "inputs": {os.path.relpath(p, out): sha256_file(p) for p in metrics},
+                "scenario_manifests": {}}
+    _atomic_json(out / "MANIFEST.json", manifest)
+    return manifest

@@ -1,0 +1,59 @@
+"""``containmentbench cross-model METRICS... --out DIR``: models of one study side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from containmentbench.errors import BenchError, VerifyError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cross-model", help="compare the models of a study per defense (paired "
+                                           "by scenario and seed, scenario-cluster bootstrap)")
+    p.add_argument("metrics", type=Path, nargs="*",
+                   help="each model's metrics/rollout_metrics.parquet (first: reference)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (cross_model/)")
+    p.add_argument("--reproduce", action="store_true",
+                   help="rebuild the tables of --out from the metrics it names and compare "
+                        "bytes with the frozen ones")
+    p.add_argument("--config", type=Path, default=None,
+                   help="resolved study config whose `analysis` section to use")
+    p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.set_defaults(func=cmd_cross_model)
+
+
+def cmd_cross_model(args: argparse.Namespace) -> int:
+    from containmentbench.analysis.cross_model import cross_model
+    from containmentbench.config.loader import load_option
+
+    if args.reproduce:
+        from containmentbench.analysis.cross_model import reproduce_cross
+        r = reproduce_cross(args.out)
+        if r["differ"]:
+            raise VerifyError(f"{len(r['differ'])} of {r['compared']} cross-model files "
+                              f"differ; first: {r['differ'][0]}", file=str(args.out))
+        print(f"reproduce: {r['compared']} cross-model files byte-identical to the frozen "
+              f"ones", file=sys.stderr)
+        return 0
+    if len(args.metrics) < 2:
+        raise BenchError("give at least two models' metrics tables", field="metrics")
+    for m in args.metrics:
+        if not m.exists():
+            raise BenchError("metrics table not found", file=str(m))
+    if args.config is not None:
+        from containmentbench.config.compose import read_resolved
+        cfg = read_resolved(args.config)["analysis"]
+    else:
+        cfg = load_option("analysis", "default")
+    if args.resamples is not None:
+        if args.resamples < 1:
+            raise BenchError("must be >= 1", field="resamples")
+        cfg["resamples"] = args.resamples
+    info = cross_model(args.metrics, args.out, cfg)
+    label = " [simulated agent: harness validation, not a model result]" \
+        if info["simulated_agent"] else ""
+    print(f"wrote {args.out}: {info['comparisons']} comparisons of {', '.join(info['models'])} "
+          f"over {len(info['defenses'])} defenses{label}", file=sys.stderr)
+    return 0

@@ -1,0 +1,23 @@
+"""``containmentbench report RUN_DIR``: the static HTML report of a study."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="static HTML report (tables, figures, drill-down, trace "
+                                      "pages, case studies); opens from the file system")
+    p.add_argument("run_dir", help="run directory (traces/, tables/, MANIFEST.json)")
+    p.add_argument("--out", default=None, help="report folder (default: RUN_DIR/report)")
+    p.add_argument("--before-freeze", action="store_true",
+                   help="pipeline use: build before freeze hashes it (no MANIFEST check)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from containmentbench.report.build import build_report
+
+    index = build_report(args.run_dir, args.out, args.before_freeze)
+    print(index.resolve())
+    return 0

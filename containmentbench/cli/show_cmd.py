@@ -1,0 +1,25 @@
+"""``containmentbench show ROLLOUT_ID [--study DIR] [--json]``: one rollout as a timeline."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="one rollout as a readable timeline (or JSON)")
+    p.add_argument("rollout_id")
+    p.add_argument("--study", default=None,
+                   help="run directory holding traces/ (default: search results/)")
+    p.add_argument("--results", default="results", help="where to search without --study")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--width", type=int, default=100, help="text width of raw-text excerpts")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from containmentbench.report.rundir import find_run_dir
+    from containmentbench.report.timeline import dumps, render_text
+
+    r = find_run_dir(args.rollout_id, args.study, args.results).load(args.rollout_id)
+    print(dumps(r) if args.json else render_text(r, args.width))
+    return 0

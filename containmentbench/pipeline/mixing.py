@@ -1,0 +1,68 @@
+"""Refuse to pool: one traces folder or metrics table holds one model under one config.
+
+Every shard written by a study job carries ``SHARD.json`` with its model and *run key* (a
+hash of the model, backend identity, runtime settings, study and suite:
+:func:`containmentbench.pipeline.plan.run_key`). ``metrics`` and ``analyze`` call these checks
+first, so a folder that already holds another model's or another config's traces is refused
+with a one-line error instead of doubling Table 3's rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from containmentbench.errors import BenchError
+from containmentbench.trace.io import shard_dirs
+
+SHARD_RECORD = "SHARD.json"
+
+
+def _identity(shard: Path) -> tuple[str, str | None]:
+    rec = shard / SHARD_RECORD
+    if rec.exists():
+        try:
+            r = json.loads(rec.read_text())
+            return str(r["model"]), str(r["run_key"])
+        except (ValueError, KeyError):
+            raise BenchError("unreadable shard record", file=str(rec)) from None
+    models = set(pq.read_table(shard / "rollouts.parquet", columns=["model"])
+                 .column("model").to_pylist())
+    if len(models) > 1:
+        raise BenchError(f"one shard holds several models ({', '.join(sorted(models))})",
+                         file=str(shard))
+    return (models.pop() if models else ""), None
+
+
+def check_traces(root: str | Path) -> None:
+    """One model and one run key below ``root`` (a run's ``traces/``), or a one-line error."""
+    seen: dict[tuple[str, str | None], Path] = {}
+    for shard in shard_dirs(root):
+        ident = _identity(shard)
+        if seen and ident not in seen:
+            (model, key), first = next(iter(seen.items()))
+            what = f"model '{ident[0]}' beside '{model}'" if ident[0] != model else \
+                f"model '{model}' under another configuration (run key {ident[1]} vs {key})"
+            raise BenchError(f"refusing to pool: {what} in one folder (first: {first}); "
+                             f"each model and config needs its own run directory "
+                             f"(results/<study>/<model>/)", file=str(shard))
+        seen.setdefault(ident, shard)
+
+
+def check_metrics(path: str | Path) -> None:
+    """One model and one backend in a metrics table, or a one-line error."""
+    try:
+        t = pq.read_table(path, columns=["model", "backend"])
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise BenchError(f"not a metrics table with model and backend columns ({exc})",
+                         file=str(path)) from None
+    for col in ("model", "backend"):
+        vals = sorted(set(t.column(col).to_pylist()))
+        if len(vals) > 1:
+            raise BenchError(f"refusing to pool: {len(vals)} {col}s in one metrics table "
+                             f"({', '.join(map(str, vals))}); analyze each model's run "
+                             f"separately and compare them with `cross-model`",
+                             file=str(path), field=col)

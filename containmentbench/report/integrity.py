@@ -1,0 +1,163 @@
+"""The integrity and safety audit of a run directory (paper 000 Appendix L, Table 28).
+
+The paper's release check "verifies synthetic canaries, local-only email domains, absence of
+forbidden payload markers in released scenarios and case studies, component-manifest
+consistency, final artifact hashes, and redacted trace paths". Each is one row of the
+``integrity_audit`` table: what was checked, how many items, how many violations, the first
+violation (itself redacted). Final artifact hashes are checked by ``verify`` after ``freeze``
+(this audit runs before, so its row says so rather than pretending).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from containmentbench.canonical import sha256_file
+from containmentbench.report.cases import REDACTED, redact
+from containmentbench.report.rundir import RunDir
+from containmentbench.scenarios.manifest import MANIFEST, read_manifest, suite_dir
+from containmentbench.trace.io import verify_shard
+
+CANARY = re.compile(r"CB-CANARY-[0-9A-F]{10}\b")
+CANARY_LIKE = re.compile(r"(?i)\b(?:canary|api[_-]?key|secret[_-]?key|password)\s*[:=]\s*(\S+)")
+EMAIL = re.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
+# RFC 2606 / 6761 reserved names: nothing addressed to them can leave the machine
+LOCAL_TLDS = (".local", ".test", ".example", ".invalid", ".localhost")
+URL = re.compile(r"(?i)\b(?:https?|ftp)://([^/\s\"']+)")
+# stealth, obfuscation and encoding-bypass markers excluded from the release (Appendix L)
+FORBIDDEN = {
+    "zero-width character": re.compile("[\u200b-\u200f\u2060\ufeff]"),
+    "bidi control": re.compile("[\u202a-\u202e\u2066-\u2069]"),
+    "unicode tag character": re.compile("[\U000e0000-\U000e007f]"),
+    "base64 blob": re.compile(r"(?<![\w/+])[A-Za-z0-9+/]{60,}={0,2}(?![\w/+])"),
+    "script or javascript: payload": re.compile(r"(?i)<script\b|javascript:"),
+    "html comment": re.compile(r"<!--"),
+}
+_EVENT_TEXT = ["rollout_id", "target", "args", "text", "evidence"]
+
+
+def _domain_local(domain: str) -> bool:
+    d = domain.lower().rstrip(".")
+    return d.endswith(LOCAL_TLDS) or d in ("localhost",)
+
+
+def _scenario_texts(suite: str) -> Iterator[tuple[str, str]]:
+    d = suite_dir(suite)
+    for p in sorted(d.glob("*.jsonl")):
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            yield f"scenarios/{suite}/{p.name}:{i}", line
+
+
+def _trace_texts(run: RunDir) -> Iterator[tuple[str, str]]:
+    for shard in run.shards:
+        rel = shard.relative_to(run.path).as_posix()
+        t = pq.read_table(shard / "events.parquet", columns=_EVENT_TEXT).to_pylist()
+        for r in t:
+            for col in _EVENT_TEXT[1:]:
+                if r[col]:
+                    yield f"{rel}:{r['rollout_id']}:{col}", r[col]
+
+
+def _row(check: str, scope: str, items: int, bad: list[str], note: str = "") -> dict[str, Any]:
+    return {"check": check, "scope": scope, "items_checked": items, "violations": len(bad),
+            "status": "pass" if not bad else "fail",
+            "first_violation": redact(bad[0])[:200] if bad else None, "note": note}
+
+
+def _scan(texts: Iterable[tuple[str, str]], find) -> tuple[int, list[str]]:
+    n, bad = 0, []
+    for where, text in texts:
+        n += 1
+        for hit in find(text):
+            bad.append(f"{where}: {hit}")
+    return n, bad
+
+
+def audit(run: RunDir, cases: pl.DataFrame | None = None,
+          case_steps: list[dict[str, Any]] | None = None) -> pl.DataFrame:
+    rows_meta = pq.read_table(run.shards[0] / "rollouts.parquet", columns=["suite"]).to_pylist()
+    suites = sorted({r["suite"] for s in run.shards for r in
+                     pq.read_table(s / "rollouts.parquet", columns=["suite"]).to_pylist()}
+                    or {r["suite"] for r in rows_meta})
+    scen = [t for s in suites for t in _scenario_texts(s)]
+    traces = list(_trace_texts(run))
+    released = [("case_studies.json", json.dumps(case_steps, sort_keys=True))] \
+        if case_steps is not None else []
+    out = []
+
+    # 1. synthetic canaries: every declared canary is a CB-CANARY token; nothing that looks
+    # like a credential carries another value
+    n, bad = 0, []
+    for where, line in scen:
+        rec = json.loads(line)
+        for c in rec.get("canaries") or []:
+            n += 1
+            if not CANARY.fullmatch(c["token"]):
+                bad.append(f"{where}: canary {c['token']!r} is not a synthetic CB-CANARY token")
+    m, bad2 = _scan(scen + traces, lambda t: [v for v in CANARY_LIKE.findall(t)
+                                               if not CANARY.match(v)])
+    out.append(_row("synthetic canaries", "scenarios, traces", n + m, bad + bad2,
+                    "canaries match CB-CANARY-<10 hex>"))
+
+    # 2. local-only recipients: every e-mail domain and URL host is reserved-local
+    def nonlocal_(t: str) -> list[str]:
+        return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
+    n, bad = _scan(scen + traces + released, nonlocal_)
+    out.append(_row("local-only domains", "scenarios, traces, case studies", n, bad,
+                    "domains end in " + ", ".join(LOCAL_TLDS)))
+
+    # 3. no forbidden payload markers in released scenarios and case studies
+    def markers(t: str) -> list[str]:
+        return [name for name, rx in FORBIDDEN.items() if rx.search(t)]
+    n, bad = _scan(scen + released, markers)
+    out.append(_row("no forbidden payload markers", "scenarios, case studies", n, bad,
+                    "; ".join(FORBIDDEN)))
+
+    # 4. redacted trace paths: no absolute host path in any trace text or case study
+    n, bad = _scan(traces + released, lambda t: [] if redact(t) == t else [REDACTED])
+    out.append(_row("redacted trace paths", "traces, case studies", n, bad,
+                    "absolute host paths are replaced by " + REDACTED))
+
+    # 5. component-manifest consistency: scenario manifests and shard checksums
+    n, bad = 0, []
+    for s in suites:
+        d = suite_dir(s)
+        m_ = read_manifest(d)
+        for stage, info in m_["stages"].items():
+            n += 1
+            if sha256_file(d / f"{stage}.jsonl") != info["sha256"]:
+                bad.append(f"scenarios/{s}/{stage}.jsonl differs from {MANIFEST}")
+        hashes = m_.get("scenarios", {})
+        for shard in run.shards:
+            for r in pq.read_table(shard / "rollouts.parquet",
+                                   columns=["scenario_id", "scenario_hash"]).to_pylist():
+                n += 1
+                if hashes and hashes.get(r["scenario_id"]) != r["scenario_hash"]:
+                    bad.append(f"{r['scenario_id']}: trace scenario_hash differs from {MANIFEST}")
+    for shard in run.shards:
+        n += 1
+        bad += [f"{Path(b).name}: differs from SHA256SUMS" for b in verify_shard(shard)]
+    out.append(_row("component-manifest consistency", "scenario manifests, shard checksums",
+                    n, bad))
+
+    # 6. case studies link representative examples that exist in the traces
+    if cases is not None:
+        ids = [x for col in ("rollout_a", "rollout_b") for x in cases[col].to_list() if x]
+        bad = [f"{x}: not in traces" for x in ids if not run.has(x)]
+        out.append(_row("case studies link traces", "case_studies", len(ids), bad))
+
+    out.append({"check": "final artifact hashes", "scope": "MANIFEST.json", "items_checked": 0,
+                "violations": 0, "status": "deferred",
+                "first_violation": None,
+                "note": "checked by `containmentbench verify` after freeze"})
+    return pl.DataFrame(out, schema={"check": pl.String, "scope": pl.String,
+                                     "items_checked": pl.Int64, "violations": pl.Int64,
+                                     "status": pl.String, "first_violation": pl.String,
+                                     "note": pl.String})

@@ -1,0 +1,98 @@
+"""A run directory (the folder holding ``traces/``, ``tables/`` and ``MANIFEST.json``) seen
+from the reading side: find a rollout, load its events and edges, list its tables.
+
+Every viewer (``show``, ``cases``, ``report``) goes through this module, so the per-model
+layout (``results/<study>/<model_slug>/``) and the older ``results/<study>/`` work alike: a
+run directory is recognized by its contents, never by its depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from containmentbench.errors import BenchError
+from containmentbench.trace.io import read_table, shard_dirs
+
+INDEX_COLUMNS = ["rollout_id", "scenario_id", "stage", "defense", "seed", "model", "backend",
+                 "status"]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout: its ``rollouts`` row, its events (by seq) and edges."""
+
+    row: dict[str, Any]
+    events: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+    shard: Path
+
+    @property
+    def id(self) -> str:
+        return str(self.row["rollout_id"])
+
+
+class RunDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise BenchError("no such run directory", file=str(self.path))
+        self.shards = shard_dirs(self.path / "traces") if (self.path / "traces").is_dir() else []
+        if not self.shards:
+            raise BenchError("run directory has no finished trace shards (traces/**/SHA256SUMS)",
+                             file=str(self.path))
+        self._index: dict[str, tuple[dict[str, Any], Path]] | None = None
+
+    @property
+    def index(self) -> dict[str, tuple[dict[str, Any], Path]]:
+        """rollout_id -> (its key columns, shard folder)."""
+        if self._index is None:
+            idx: dict[str, tuple[dict[str, Any], Path]] = {}
+            for d in self.shards:
+                t = read_table(d / "rollouts.parquet", "rollouts", INDEX_COLUMNS)
+                for row in t.to_pylist():
+                    idx[row["rollout_id"]] = (row, d)
+            self._index = idx
+        return self._index
+
+    def has(self, rollout_id: str) -> bool:
+        return rollout_id in self.index
+
+    def load(self, rollout_id: str) -> Rollout:
+        if rollout_id not in self.index:
+            raise BenchError(f"unknown rollout id '{rollout_id}'", file=str(self.path))
+        shard = self.index[rollout_id][1]
+        flt = pc.field("rollout_id") == rollout_id
+        row = read_table(shard / "rollouts.parquet", "rollouts").filter(flt).to_pylist()[0]
+        events = pq.read_table(shard / "events.parquet", filters=flt).sort_by("seq").to_pylist()
+        edges = pq.read_table(shard / "edges.parquet", filters=flt).to_pylist()
+        return Rollout(row, events, edges, shard)
+
+
+def find_run_dir(rollout_id: str, study: str | Path | None,
+                 results: str | Path = "results") -> RunDir:
+    """The run directory holding ``rollout_id``: ``--study`` when given, otherwise the one run
+    directory below ``results/`` that holds it."""
+    if study is not None:
+        run = RunDir(study)
+        if not run.has(rollout_id):
+            raise BenchError(f"unknown rollout id '{rollout_id}'", file=str(study))
+        return run
+    root = Path(results)
+    candidates = sorted({p.parent for p in root.glob("*/MANIFEST.json")}
+                        | {p.parent for p in root.glob("*/*/MANIFEST.json")}
+                        | {p.parent for p in root.glob("*/traces")}
+                        | {p.parent for p in root.glob("*/*/traces")})
+    for c in candidates:
+        try:
+            run = RunDir(c)
+        except BenchError:
+            continue
+        if run.has(rollout_id):
+            return run
+    raise BenchError(f"unknown rollout id '{rollout_id}' (no run directory below {root} "
+                     "holds it; pass --study DIR)", file=str(root))

@@ -1,0 +1,127 @@
+"""The trace graph of one rollout as inline SVG, drawn here (no JavaScript library, no CDN).
+
+Layout: one row per node in logical order (``seq``), one column (lane) per agent instance,
+with the untrusted sources in the first lane. Nodes in the taint closure T_tau (paper 000
+eq. 2) are filled red; nodes only in the structural reach R_tau (eq. 4) are outlined orange;
+taint-propagating edges (E^T) are red, the other logged edges grey. Every node carries a
+``<title>`` tooltip and a ``data-seq`` attribute so a page can link to its timeline row.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+ROW = 26
+LANE = 120
+TOP = 30
+LEFT = 60
+KIND_SHAPE = {"source": "rect", "commit": "diamond", "rollback": "diamond",
+              "decision": "square", "confirm_request": "square", "confirmation": "square"}
+KIND_COLOR = {"source": "#8172b2", "user_goal": "#4c72b0", "model_call": "#64b5cd",
+              "proposal": "#55a868", "decision": "#ccb974", "commit": "#c44e52",
+              "rollback": "#dd8452", "tool_result": "#937860", "memory_write": "#da8bc3",
+              "memory_read": "#da8bc3", "message": "#8c8c8c", "final_answer": "#4c72b0"}
+
+
+def _lane_key(ev: dict[str, Any]) -> str:
+    if ev["kind"] == "source":
+        return "untrusted sources"
+    return ev.get("agent_instance") or ev.get("agent_id") or "(system)"
+
+
+def _label(ev: dict[str, Any]) -> str:
+    bits = [ev["kind"]]
+    if ev.get("tool"):
+        bits.append(str(ev["tool"]))
+    if ev.get("decision"):
+        bits.append(str(ev["decision"]))
+    if ev.get("rule_id"):
+        bits.append(f"[{ev['rule_id']}]")
+    return " ".join(bits)
+
+
+def _shape(kind: str, x: float, y: float, fill: str, stroke: str, sw: float) -> str:
+    s = KIND_SHAPE.get(kind, "circle")
+    common = f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"'
+    if s == "rect":
+        return f'<rect x="{x - 8}" y="{y - 6}" width="16" height="12" {common}/>'
+    if s == "square":
+        return f'<rect x="{x - 6}" y="{y - 6}" width="12" height="12" {common}/>'
+    if s == "diamond":
+        return (f'<polygon points="{x},{y - 8} {x + 8},{y} {x},{y + 8} {x - 8},{y}" '
+                f'{common}/>')
+    return f'<circle cx="{x}" cy="{y}" r="6" {common}/>'
+
+
+def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure: set[int],
+              reach: set[int], link: str | None = "#ev-{seq}") -> str:
+    lanes: list[str] = []
+    for ev in events:
+        k = _lane_key(ev)
+        if k not in lanes:
+            lanes.append(k)
+    if "untrusted sources" in lanes:
+        lanes.remove("untrusted sources")
+        lanes.insert(0, "untrusted sources")
+    pos: dict[int, tuple[float, float]] = {}
+    for i, ev in enumerate(events):
+        pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + LANE / 2,
+                               TOP + 20 + ROW * i)
+    text_x = LEFT + LANE * len(lanes) + 10
+    width = text_x + 470
+    height = TOP + 40 + ROW * len(events)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="trace-graph" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="trace graph: {len(events)} nodes, {len(edges)} edges, '
+           f'{len(closure)} in the taint closure">',
+           '<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="5" '
+           'markerHeight="5" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+           'fill="#888"/></marker><marker id="arrT" viewBox="0 0 10 10" refX="9" refY="5" '
+           'markerWidth="5" markerHeight="5" orient="auto-start-reverse">'
+           '<path d="M0,0 L10,5 L0,10 z" fill="#c0392b"/></marker></defs>']
+    for j, lane in enumerate(lanes):
+        x = LEFT + LANE * j + LANE / 2
+        out.append(f'<line x1="{x}" y1="{TOP + 8}" x2="{x}" y2="{height - 14}" '
+                   'stroke="#eee" stroke-width="1"/>')
+        out.append(f'<text x="{x}" y="{TOP}" font-size="10" text-anchor="middle" '
+                   f'fill="#333">{escape(lane[:20])}</text>')
+    # edges first, so nodes draw on top; non-taint edges under taint edges
+    for taint_pass in (False, True):
+        for e in edges:
+            if bool(e["propagates_taint"]) is not taint_pass:
+                continue
+            s, d = int(e["src"]), int(e["dst"])
+            if s not in pos or d not in pos:
+                continue
+            (x1, y1), (x2, y2) = pos[s], pos[d]
+            bow = min(LANE * 0.45, 8 + abs(y2 - y1) * 0.15)
+            cls = "edge taint" if taint_pass else "edge"
+            color, mk, sw = ("#c0392b", "arrT", 1.6) if taint_pass else ("#999", "arr", 0.9)
+            out.append(f'<path class="{cls}" d="M{x1},{y1} C{x1 - bow},{y1} {x2 - bow},{y2} '
+                       f'{x2},{y2}" fill="none" stroke="{color}" stroke-width="{sw}" '
+                       f'marker-end="url(#{mk})"><title>{escape(e["kind"])}: {s} → {d}'
+                       f'{" (propagates taint)" if taint_pass else ""}</title></path>')
+    for ev in events:
+        seq = int(ev["seq"])
+        x, y = pos[seq]
+        in_t, in_r = seq in closure, seq in reach
+        fill = "#e74c3c" if in_t else KIND_COLOR.get(ev["kind"], "#bbb")
+        stroke, sw = ("#7b241c", 2) if in_t else (("#e67e22", 2) if in_r else ("#555", 1))
+        cls = "node in-closure" if in_t else ("node in-reach" if in_r else "node")
+        tip = f"#{seq} {_label(ev)}" + (" · in taint closure" if in_t else "")
+        if ev.get("labels"):
+            tip += " · labels: " + ", ".join(ev["labels"])
+        shape = _shape(ev["kind"], x, y, fill, stroke, sw)
+        body = (f'<g class="{cls}" data-seq="{seq}"><title>{escape(tip)}</title>{shape}'
+                f'<text x="{text_x}" y="{y + 4}" font-size="11" fill="{"#c0392b" if in_t else "#222"}">'
+                f'{seq:>3}  {escape(_label(ev)[:72])}</text></g>')
+        if link:
+            body = f'<a href="{escape(link.format(seq=seq))}">{body}</a>'
+        out.append(body)
+    ly = height - 6
+    out.append(f'<text x="{LEFT}" y="{ly}" font-size="10" fill="#555">red node: in taint '
+               'closure T (eq. 2); orange ring: structural reach R only (eq. 4); red edge: '
+               'propagates taint</text>')
+    out.append("</svg>")
+    return "\n".join(out)

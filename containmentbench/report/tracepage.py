@@ -1,0 +1,82 @@
+"""One HTML page per linked rollout: header, trace graph (taint closure highlighted), the
+timeline with one anchored row per node, and the CIM forensic view (paper 002: the rollout's
+gateway events projected to the Common Information Model, and per-delegation lineage and
+externalization)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from html import escape
+from typing import Any
+
+from containmentbench.report import html as H
+from containmentbench.report.rundir import Rollout
+from containmentbench.report.svg import trace_svg
+from containmentbench.report.timeline import SIM_NOTE, closure_sets, event_detail
+
+HEADER = ("scenario_id", "stage", "domain", "topology", "memory_mode", "carrier", "attack_goal",
+          "model", "backend", "defense", "method_version", "policy_hash", "parser_version",
+          "seed", "status", "error", "final_answer")
+CIM_COLS = ("event_kind", "delegation_id", "delegation_parent_id", "agent_id", "tool_operation",
+            "action_semantic", "direction", "resource_class", "resource_id", "sensitivity_label",
+            "target_principal_id", "action_outcome", "delegation_binding")
+
+
+def cim_view(r: Rollout) -> str:
+    from containmentbench.cim.project import project_rows
+
+    cim, _ = project_rows([dict(e, rollout_id=r.id) for e in r.events])
+    rows = cim.select(list(CIM_COLS)).to_pylist()
+    if not rows:
+        return "<p>No gateway events in this rollout.</p>"
+    per: dict[str, dict[str, Any]] = defaultdict(lambda: {"parent": None, "agents": set(),
+                                                          "events": 0, "effects": 0,
+                                                          "sensitive": 0, "targets": set()})
+    for x in rows:
+        d = per[x["delegation_id"] or "(unbound)"]
+        d["parent"] = d["parent"] or x["delegation_parent_id"]
+        d["agents"].add(x["agent_id"])
+        d["events"] += 1
+        if x["event_kind"] == "commit":
+            d["effects"] += 1
+        if x["sensitivity_label"] not in (None, "", "public"):
+            d["sensitive"] += 1
+        if x["target_principal_id"]:
+            d["targets"].add(x["target_principal_id"])
+    summary = H.table(
+        ["delegation", "parent", "agents", "gateway events", "committed effects",
+         "sensitive-resource events", "target principals"],
+        [[k, v["parent"], sorted(v["agents"]), v["events"], v["effects"], v["sensitive"],
+          sorted(v["targets"])] for k, v in sorted(per.items())],
+        caption="Per-delegation lineage and externalization (paper 002 §5: blast radius, "
+                "attribution and externalization queries over the CIM).")
+    detail = H.table(list(CIM_COLS), [[x[c] for c in CIM_COLS] for x in rows],
+                     caption="The rollout's gateway events in CIM form (paper 002 Table 2).")
+    return summary + detail
+
+
+def render(r: Rollout, root: str = "../") -> str:
+    closure, reach = closure_sets(r)
+    row = r.row
+    body = [f'<p class="hash">show it in a terminal: <code>containmentbench show {escape(r.id)} '
+            f'--study RUN_DIR</code></p>']
+    body.append(H.table(["field", "value"], [[k, row.get(k)] for k in HEADER],
+                        caption="The rollout (trace table rollouts)."))
+    body.append(f"<p>taint closure |T| = {len(closure)} (eq. 2); structural reach |R| = "
+                f"{len(reach)} (eq. 4); events {len(r.events)}; edges {len(r.edges)}.</p>")
+    body.append('<h2 id="graph">Trace graph</h2><div class="graph">'
+                + trace_svg(r.events, r.edges, closure, reach) + "</div>")
+    rows, cls, anchors = [], [], []
+    for ev in r.events:
+        seq = int(ev["seq"])
+        rows.append([seq, ev["tick"], ev["kind"], ev.get("agent_id"), ev.get("delegation_id"),
+                     event_detail(ev, 160), ev.get("labels") or []])
+        cls.append("taint" if seq in closure else "")
+        anchors.append([f'<td id="ev-{seq}">{"T" if seq in closure else ""}</td>'])
+    body.append('<h2 id="timeline">Timeline</h2>' + H.table(
+        ["seq", "tick", "kind", "agent", "delegation", "detail", "labels"], rows,
+        extra=["in T"], extra_cells=anchors, row_class=cls, table_id="timeline-table",
+        caption="Every logged node in logical order; red rows are in the taint closure."))
+    body.append('<h2 id="cim">CIM forensic view</h2>' + cim_view(r))
+    return H.page(f"Rollout {r.id}: {row['defense']} on {row['scenario_id']} (seed {row['seed']})",
+                  "".join(body), root=root, sim_note=SIM_NOTE if row["backend"] == "sim" else None)

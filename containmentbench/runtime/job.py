@@ -1,0 +1,256 @@
+"""A rollout job: one backend load, many shards (``cluster.rollout_group``).
+
+The shard stays the unit of checksums, ``status`` and rerun: each shard is written
+atomically (with ``SHARD.json``, its key) as soon as its episodes finish, and a rerun of the
+job skips every shard that is finished, intact and of the same key, so a killed job redoes
+only its unfinished shards. The backend is loaded only when some shard is left to run; its
+load time and share of the job's wall time go to ``timings.parquet`` and the job record.
+
+Errors are never outcomes: a shard whose share of rollouts ending in a provider error (other
+than a context overflow) exceeds ``study.max_error_rate`` is not written (no
+``SHA256SUMS``); an ``errored`` record names it for ``status``, and the job fails after its
+other shards are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from containmentbench.canonical import canonical_json
+from containmentbench.pipeline.mixing import SHARD_RECORD
+from containmentbench.pipeline.plan import (
+    Job,
+    Shard,
+    errored_marker,
+    job_key,
+    job_marker,
+    model_label,
+    run_dir,
+    run_key,
+    shard_dir,
+    shard_key,
+)
+from containmentbench.trace.io import CHECKSUMS, verify_shard, write_shard
+
+
+def is_context_overflow(error: str | None) -> bool:
+    """Provider errors that say the prompt outgrew the model's context (backends prefix
+    them ``context overflow``): a property of the model, recorded, not a failed run."""
+    return bool(error) and error.lower().startswith("context overflow")
+
+
+def shard_record(data: dict[str, Any], s: Shard) -> bytes:
+    return (canonical_json({"shard": s.id, "key": shard_key(data, s), "run_key": run_key(data),
+                            "model": model_label(data), "study": data["study"]["name"]})
+            + "\n").encode()
+
+
+def shard_is_current(data: dict[str, Any], s: Shard) -> bool:
+    """Finished, intact, and written under the same shard key."""
+    d = shard_dir(data, s)
+    if not (d / CHECKSUMS).exists() or verify_shard(d):
+        return False
+    rec = d / SHARD_RECORD
+    try:
+        return json.loads(rec.read_text())["key"] == shard_key(data, s)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def backend_config(data: dict[str, Any]) -> Any:
+    from containmentbench.models.base import BackendConfig
+
+    b = data["backend"]
+    options = dict(b.get("options") or {})
+    if b["name"] in ("vllm", "hf"):
+        options.setdefault("max_model_len", data["model"]["max_model_len"])
+        options.setdefault("dtype", data["model"]["dtype"])
+    if b["name"] == "sim":
+        options.setdefault("profile", data["model"]["sim_profile"])
+    return BackendConfig(name=b["name"], model=data["model"]["path"] or data["model"]["name"],
+                         max_tokens=b["max_tokens"], temperature=b["temperature"],
+                         top_p=b.get("top_p", 1.0), options=options,
+                         tool_mode=b.get("tool_mode", "prompt"))
+
+
+@dataclass
+class JobResult:
+    job: str
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errored: list[str] = field(default_factory=list)
+    load_s: float = 0.0
+    wall_s: float = 0.0
+    loads: int = 0
+
+    @property
+    def load_share(self) -> float:
+        return self.load_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class _ShardRun:
+    """What one shard needs to run and be written."""
+
+    def __init__(self, data: dict[str, Any], s: Shard) -> None:
+        from containmentbench.policies import load_policy
+        from containmentbench.runtime.driver import ShardContext
+        from containmentbench.runtime.episode import RuntimeConfig
+        from containmentbench.scenarios.manifest import load_suite
+
+        self.data, self.shard = data, s
+        by_id = {x.id: x for x in load_suite(data["study"]["suite"], s.stage)}
+        self.scenarios = [by_id[i] for i in s.scenario_ids]
+        self.policy = load_policy(s.defense, data["defenses"])
+        b = data["backend"]
+        self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
+                                 tool_mode=b.get("tool_mode", "prompt"),
+                                 **{k: v for k, v in data["runtime"].items()
+                                    if k in RuntimeConfig.__dataclass_fields__})
+        profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
+        self.ctx = ShardContext(data["study"]["name"], model_label(data), b["name"],
+                                s.defense, s.seed, profile)
+
+
+def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list[float],
+                 seed_supported: bool, job: str, load_s: float) -> bool:
+    """Gate on errors, then write the shard atomically; False when the shard errored."""
+    from containmentbench.runtime.driver import shard_tables
+
+    data, s = sr.data, sr.shard
+    bound = float(data["study"].get("max_error_rate", 0.0))
+    failed = [e for e in eps if e.status == "error" and not is_context_overflow(e.error)]
+    marker = errored_marker(data, s)
+    if eps and len(failed) / len(eps) > bound:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
+        tmp.write_text(canonical_json({
+            "shard": s.id, "rollouts": len(eps), "errors": len(failed),
+            "error_rate": len(failed) / len(eps), "max_error_rate": bound,
+            "first_error": failed[0].error, "rollout_id": failed[0].spec.rollout_id}) + "\n")
+        os.replace(tmp, marker)
+        print(f"containmentbench: shard {s.id} errored: {len(failed)}/{len(eps)} rollouts "
+              f"ended in a provider error (bound {bound:g}); first: {failed[0].error}; "
+              f"not written", file=sys.stderr)
+        return False
+    tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)
+    write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)})
+    marker.unlink(missing_ok=True)
+    return True
+
+
+def _clean_stale(out: Path) -> None:
+    """Remove temporary folders a killed run of this shard left behind."""
+    import shutil
+
+    if out.parent.exists():
+        for stale in out.parent.glob(f".{out.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = None,
+            write_marker: bool = True) -> JobResult:
+    """Run every unfinished shard of ``job`` with one backend (loaded here unless given)."""
+    from containmentbench.models.base import make_backend
+    t0 = time.perf_counter()
+    res = JobResult(job.name)
+    pending: list[Shard] = []
+    for s in job.shards:
+        if shard_is_current(data, s):
+            res.skipped.append(s.id)
+        else:
+            pending.append(s)
+    if pending:
+        runs = [_ShardRun(data, s) for s in pending]
+        for sr in runs:
+            _clean_stale(shard_dir(data, sr.shard))
+        t_load = time.perf_counter()
+        owned = backend is None
+        if owned:
+            backend = make_backend(backend_config(data))
+            res.loads = 1
+        res.load_s = time.perf_counter() - t_load if owned else 0.0
+        seed_supported = getattr(backend, "seed_supported", False)
+        window = int(data["backend"]["window"])
+        try:
+            if hasattr(backend, "agenerate"):
+                asyncio.run(_run_async(runs, backend, window, res, seed_supported, job.name,
+                                       quiet))
+            else:
+                _run_lockstep(runs, backend, window, res, seed_supported, job.name, quiet)
+        finally:
+            if owned:
+                backend.close()
+    res.wall_s = time.perf_counter() - t0
+    _record(data, job, res)
+    if write_marker and not res.errored:
+        marker = job_marker(data, job)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
+        tmp.write_text(canonical_json({"job": job.name, "key": job_key(data, job),
+                                       "shards": [s.id for s in job.shards]}) + "\n")
+        os.replace(tmp, marker)
+    return res
+
+
+def _run_lockstep(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,
+                  seed_supported: bool, job: str, quiet: bool) -> None:
+    """One lockstep loop over the episodes of every pending shard (so the batch stays full
+    across shard boundaries); each shard is written as soon as its last episode finishes."""
+    from containmentbench.runtime.driver import Progress, drive_lockstep, new_episode
+
+    index = [(r, k) for r, sr in enumerate(runs) for k in range(len(sr.scenarios))]
+    makers = [lambda sr=runs[r], k=k: new_episode(sr.scenarios[k], sr.policy, sr.ctx, sr.cfg)
+              for r, k in index]
+    eps = [[None] * len(sr.scenarios) for sr in runs]
+    wall = [[0.0] * len(sr.scenarios) for sr in runs]
+    model_s = [[0.0] * len(sr.scenarios) for sr in runs]
+    left = [len(sr.scenarios) for sr in runs]
+
+    def finished(i: int, ep: Any, w: float, m: float) -> None:
+        r, k = index[i]
+        eps[r][k], wall[r][k], model_s[r][k] = ep, w, m
+        left[r] -= 1
+        if left[r] == 0:
+            ok = finish_shard(runs[r], eps[r], wall[r], model_s[r], seed_supported, job,
+                              res.load_s)
+            (res.done if ok else res.errored).append(runs[r].shard.id)
+            eps[r] = []  # the shard is on disk: free its episodes
+
+    prog = None if quiet else Progress(len(index), f"job {job}")
+    drive_lockstep(makers, backend, window, prog, finished)
+
+
+async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,
+                     seed_supported: bool, job: str, quiet: bool) -> None:
+    """Every pending shard's episodes in one event loop (one running batch for the engine);
+    each shard is written as soon as its own episodes are finished."""
+    from containmentbench.runtime.driver import Progress, arun_episodes
+
+    sem = asyncio.Semaphore(max(window, 1))
+
+    async def shard(sr: _ShardRun) -> None:
+        prog = None if quiet else Progress(len(sr.scenarios), sr.shard.id)
+        eps, wall, model_s = await arun_episodes(sr.scenarios, sr.policy, backend, sr.ctx,
+                                                 sr.cfg, sem, prog)
+        ok = finish_shard(sr, eps, wall, model_s, seed_supported, job, res.load_s)
+        (res.done if ok else res.errored).append(sr.shard.id)
+
+    await asyncio.gather(*(shard(sr) for sr in runs))
+
+
+def _record(data: dict[str, Any], job: Job, res: JobResult) -> None:
+    """The job's timing record beside its log (wall clock: never hashed or frozen)."""
+    path = run_dir(data) / "logs" / "rollout" / f"{job.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "job": job.name, "shards": len(job.shards), "ran": len(res.done) + len(res.errored),
+        "skipped": len(res.skipped), "errored": res.errored, "backend_loads": res.loads,
+        "load_s": round(res.load_s, 6), "wall_s": round(res.wall_s, 6),
+        "load_share": round(res.load_share, 6)}, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,19 @@
+# Only when the study lists several models: each model's metrics stay in its own run
+# directory; this rule compares them per defense (paired by scenario and seed, scenario-
+# cluster bootstrap) and freezes the cross-model tables (cross_model/MANIFEST.json).
+rule cross_model:
+    input:
+        expand(S.path("metrics", "rollout_metrics.parquet"), model=S.models),
+    output:
+        S.study_path("cross_model", "MANIFEST.json"),
+    log:
+        S.study_path("cross_model", "logs", "cross_model.log"),
+    params:
+        config=S.all_models("config.yaml")[0],
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "(containmentbench cross-model {input} --out {params.out} --config {params.config} && containmentbench verify {params.out}) > {log} 2>&1"

@@ -1,0 +1,41 @@
+# Case studies (paper 000 Appendix D), the integrity and safety audit (Appendix L, Table 28)
+# and the static HTML report; the report is built before freeze, which hashes it.
+from containmentbench.report.items import CASE_TABLES
+
+
+rule cases:
+    input:
+        metrics=rules.metrics.output,
+        analysis=rules.analysis.output[0],
+    output:
+        tables=report(S.paths("tables", "{}.csv", CASE_TABLES), category="Case studies"),
+        steps=S.path("tables", "case_studies_steps.json"),
+    log:
+        S.path("logs", "cases.log"),
+    params:
+        run=lambda w, input: os.path.dirname(input.analysis),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench cases {params.run} > {log} 2>&1"
+
+
+rule report:
+    input:
+        rules.cases.output,
+        analysis=rules.analysis.output[0],
+    output:
+        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
+               caption="../report/caption.rst"),
+    log:
+        S.path("logs", "report.log"),
+    params:
+        run=lambda w, input: os.path.dirname(input.analysis),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench report {params.run} --before-freeze --out {output} > {log} 2>&1"
