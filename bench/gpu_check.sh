@@ -58,9 +58,6 @@ export N IN_LEN OUT_LEN HF_N MAX_MODEL_LEN OUT HF_DEVICE HF_MODEL_DIR
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 export TOKENIZERS_PARALLELISM=false
-# The Python steps below are read from stdin, which a spawned vLLM worker cannot re-import:
-# start the engine's processes with fork (CUDA is not initialised before the engine starts).
-export VLLM_WORKER_MULTIPROC_METHOD=fork
 
 FAILED=()
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/gpu_check.log"; }
@@ -75,6 +72,16 @@ step() {  # step NAME SECONDS CMD...: run with a timeout, output to $OUT/NAME.lo
         tail -n 40 "$OUT/$name.log" | tee -a "$OUT/gpu_check.log"
         return "$rc"
     fi
+}
+
+# pystep NAME SECONDS < script: run a Python step read from stdin. The script is saved to a file
+# and run by `python -c` (not as __main__), so vLLM's spawned processes, which re-import the
+# main module, find nothing to re-run.
+pystep() {
+    local name="$1" secs="$2"
+    cat >"$OUT/$name.py"
+    step "$name" "$secs" "$PY" -c "import runpy, sys; runpy.run_path(sys.argv[1], run_name='step')" \
+        "$OUT/$name.py"
 }
 
 log "gpu_check in $ROOT -> $OUT (N=$N IN_LEN=$IN_LEN OUT_LEN=$OUT_LEN HF_N=$HF_N)"
@@ -107,7 +114,7 @@ build_tiny_model('$OUT/tiny')
 write_full_size_config('$OUT/qwen25-7b-shape')
 "
 
-step tiny_vllm 240 "$PY" - <<'PY' || FAILED+=(tiny_vllm)
+pystep tiny_vllm 240 <<'PY' || FAILED+=(tiny_vllm)
 import json, os
 from containmentbench.models.base import BackendConfig, GenerationRequest, make_backend
 
@@ -158,7 +165,7 @@ ROLLOUT=("$PY" -m containmentbench.cli.main rollout --suite smoke --stage memory
 rm -rf "$OUT/shard_w64" "$OUT/shard_w1"
 if step rollout_w64 600 "${ROLLOUT[@]}" --window 64 --out "$OUT/shard_w64" &&
    step rollout_w1 600 "${ROLLOUT[@]}" --window 1 --out "$OUT/shard_w1"; then
-    step batch_invariance 120 "$PY" - <<'PY' || FAILED+=(batch_invariance)
+    pystep batch_invariance 120 <<'PY' || FAILED+=(batch_invariance)
 import os
 import pyarrow.parquet as pq
 
@@ -230,7 +237,7 @@ def make_requests(tokenizer, n, in_len, out_len):
     return requests
 PY
 
-step engine_vllm 300 "$PY" - <<'PY' || FAILED+=(engine_vllm)
+pystep engine_vllm 300 <<'PY' || FAILED+=(engine_vllm)
 import json, os, sys, time
 sys.path.insert(0, os.environ["OUT"])
 from make_requests import make_requests
@@ -267,7 +274,7 @@ step vllm_bench 300 "${VLLM_CLI[@]}" bench throughput \
     --output-json "$OUT/vllm_bench.json" || FAILED+=(vllm_bench)
 
 # ---------------------------------------------------------------- (c) HF backend, sequential
-step hf_sequential 240 "$PY" - <<'PY' || FAILED+=(hf_sequential)
+pystep hf_sequential 240 <<'PY' || FAILED+=(hf_sequential)
 import json, os, sys, time
 sys.path.insert(0, os.environ["OUT"])
 from make_requests import make_requests
