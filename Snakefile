@@ -1,4 +1,5 @@
-# ContainmentBench: scenarios -> rollout shards -> reparse -> metrics -> analysis -> freeze.
+# ContainmentBench: scenarios -> rollout shards -> reparse -> metrics -> analysis -> freeze
+# (rollout shards -> audit -> freeze: the offline provenance audit).
 #
 #   snakemake --cores 2 --config study=full_main                     (laptop, sim agent)
 #   snakemake --profile slurm/profile --config study=full_main \
@@ -34,15 +35,22 @@ wildcard_constraints:
     job=r"[^/]+",
 
 
-include: "workflow/rules/scenarios.smk"
-include: "workflow/rules/rollout.smk"
-include: "workflow/rules/reparse.smk"
-include: "workflow/rules/metrics.smk"
-include: "workflow/rules/analysis.smk"
-include: "workflow/rules/report.smk"
-include: "workflow/rules/freeze.smk"
-include: "workflow/rules/reproduce.smk"
-include: "workflow/rules/cross_model.smk"
+if S.adapter:  # an external benchmark through the adapter (study=agentdojo)
+
+    include: "workflow/rules/agentdojo.smk"
+
+else:
+
+    include: "workflow/rules/scenarios.smk"
+    include: "workflow/rules/rollout.smk"
+    include: "workflow/rules/reparse.smk"
+    include: "workflow/rules/metrics.smk"
+    include: "workflow/rules/analysis.smk"
+    include: "workflow/rules/audit.smk"
+    include: "workflow/rules/report.smk"
+    include: "workflow/rules/freeze.smk"
+    include: "workflow/rules/reproduce.smk"
+    include: "workflow/rules/cross_model.smk"
 
 
 rule all:

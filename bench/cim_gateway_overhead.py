@@ -79,8 +79,18 @@ def main() -> int:
           f"{'PASS' if b['parquet_cim'] <= TARGET_BYTES else 'FAIL'}")
     print(f"bytes/event JSON     baseline {b['json_baseline']:6.1f}  CIM {b['json_cim']:6.1f}  "
           f"(+{b['json_delta']:.1f}); paper 341 / 588 (+247)")
-    print(f"  Parquet CIM vs paper JSON {PAPER_JSON_BYTES:.0f} bytes/event: "
-          f"{b['parquet_cim'] / PAPER_JSON_BYTES:.3f}x")
+    # like for like: JSON against the paper's JSON (Table 6 reports JSON records)
+    print(f"  same format (compact JSON per event, CIM field set): ours {b['json_cim']:.1f} / "
+          f"paper {PAPER_JSON_BYTES:.0f} = {b['json_cim'] / PAPER_JSON_BYTES:.3f}x; added over "
+          f"the baseline field set: ours +{b['json_delta']:.1f} / paper +247 = "
+          f"{b['json_delta'] / 247:.3f}x")
+    print(f"  (not like for like, storage as written: Parquet CIM {b['parquet_cim']:.1f} / "
+          f"paper JSON {PAPER_JSON_BYTES:.0f} = {b['parquet_cim'] / PAPER_JSON_BYTES:.3f}x)")
+    print(f"  gateway vs the tool call alone (same calls, interleaved): p50 "
+          f"{lat['gateway_p50_us'] / lat['tool_p50_us']:.2f}x, p95 "
+          f"{p95 / lat['tool_p95_us']:.2f}x of the tool's own time; the gateway side "
+          f"includes bind (delegation checks, normalization, integrity signals) and the CIM "
+          f"row emission, the tool side the sandbox tool's execution only")
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
     return 0

@@ -1,16 +1,26 @@
-"""Rollout-engine throughput, measured side by side in one run (issue: agents, "Speed").
+"""Rollout cost against AgentDojo, like for like, measured side by side in one run.
 
-1. full_main x none x seed 1 with the sim agent, in process: rollouts/s and harness time per
-   step (model call), with the sim agent's own share reported separately.
-2. AgentDojo's ground-truth pipeline (no LLM) on its workspace suite, per task and per step,
-   in a separate virtual environment (``.venv-agentdojo``, created on first use from PyPI).
-3. All 17,640 full_main sim rollouts (7 defenses x 5 seeds, 140 shards, traces written to
-   Parquet) on N worker processes (default 2).
+What each figure includes (CPU seconds, user + sys, so a loaded machine inflates it less than
+wall time; wall time is printed beside it):
 
-Prints the figures and the ratios; no assertion on time (targets: harness >= 20x cheaper per
-step than AgentDojo per task; 17,640 rollouts <= 60 s on 2 cores).
+A. AgentDojo, per task: its ground-truth pipeline (no LLM) on the workspace suite, one task
+   = environment load + injection + every ground-truth tool call + utility check, timed
+   inside one warm process (``bench/agentdojo_gt.py`` in ``.venv-agentdojo``, created from
+   PyPI on first use). Start-up of that process is NOT included.
+B. ContainmentBench, per rollout WITH trace output, in one warm process: full_main x one
+   defense x one seed (504 rollouts): episodes with the sim agent, the trace tables built and
+   each stage's shard written to Parquet with checksums. Start-up NOT included (like A).
+C. ContainmentBench, per rollout as ``make run`` pays for it: every rollout job of full_main
+   (7 defenses x 5 seeds, 17,640 rollouts) run through the CLI exactly as the Snakemake rule
+   does (``containmentbench rollout --study-config ... --job ...``), two jobs at a time as
+   ``--cores 2`` runs them; the CPU of those processes (interpreter start-up, imports, plan,
+   scenario load, episodes, trace writing) over the rollouts they wrote.
+D. Per step (model call), for reference only (not like for like: an AgentDojo task is 2.1
+   steps, a rollout 7.3): A per step against B per step.
 
-    python bench/rollout_throughput.py [--workers 2] [--skip-agentdojo]
+Ratios A/B and A/C are printed (targets: A/C >= 50x).
+
+    python bench/rollout_throughput.py [--workers 2] [--skip-agentdojo] [--skip-make-run]
 """
 
 from __future__ import annotations
@@ -18,11 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,52 +42,7 @@ sys.path.insert(0, str(ROOT))
 ADJ_VENV = ROOT / ".venv-agentdojo"
 
 
-def _sim_backend():
-    from containmentbench.models.base import BackendConfig
-    from containmentbench.models.sim import SimBackend
-
-    return SimBackend(BackendConfig("sim", "sim", options={"profile": "default"}))
-
-
-def _run_shard(spec: tuple[str, int, str, str]) -> tuple[int, int]:
-    defense, seed, stage, out = spec
-    from containmentbench.policies import load_policy
-    from containmentbench.runtime.driver import ShardContext, run_episodes, shard_tables
-    from containmentbench.runtime.episode import RuntimeConfig
-    from containmentbench.scenarios.manifest import load_suite
-    from containmentbench.trace.io import write_shard
-
-    scen = load_suite("full_main", stage)
-    pol = load_policy(defense)
-    backend = _sim_backend()
-    ctx = ShardContext("bench", "sim:default", "sim", defense, seed, "default")
-    eps, wall, model_s = run_episodes(scen, pol, backend, ctx, RuntimeConfig(), 1024)
-    write_shard(out, shard_tables(eps, ctx, pol, True, wall, model_s))
-    return len(eps), sum(e.counts["model_calls"] for e in eps)
-
-
-def single(seed: int = 1) -> dict:
-    from containmentbench.policies import load_policy
-    from containmentbench.runtime.driver import ShardContext, run_episodes
-    from containmentbench.runtime.episode import RuntimeConfig
-    from containmentbench.scenarios.manifest import load_suite
-
-    scen = load_suite("full_main")
-    pol = load_policy("none")
-    backend = _sim_backend()
-    ctx = ShardContext("bench", "sim:default", "sim", "none", seed, "default")
-    run_episodes(scen[:20], pol, backend, ctx, RuntimeConfig())  # warm-up
-    t0 = time.perf_counter()
-    eps, _, model_s = run_episodes(scen, pol, backend, ctx, RuntimeConfig(), 1024)
-    dt = time.perf_counter() - t0
-    steps = sum(e.counts["model_calls"] for e in eps)
-    sim_s = sum(model_s)
-    return {"rollouts": len(eps), "steps": steps, "seconds": dt,
-            "rollouts_per_s": len(eps) / dt, "harness_s_per_step": (dt - sim_s) / steps,
-            "total_s_per_step": dt / steps, "sim_agent_s_per_step": sim_s / steps}
-
-
-def agentdojo() -> dict | None:
+def agentdojo() -> dict:
     py = ADJ_VENV / "bin" / "python"
     if not py.exists():
         print("creating .venv-agentdojo (pip install agentdojo) ...", file=sys.stderr)
@@ -87,46 +53,102 @@ def agentdojo() -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def full(workers: int) -> dict:
-    from containmentbench.config.compose import load_study
-    from containmentbench.pipeline.plan import shards
+def in_process(defense: str = "none", seed: int = 1) -> dict:
+    """B: one warm process, rollouts with their traces written."""
+    from containmentbench.models.base import BackendConfig
+    from containmentbench.models.sim import SimBackend
+    from containmentbench.policies import load_policy
+    from containmentbench.runtime.driver import ShardContext, run_episodes, shard_tables
+    from containmentbench.runtime.episode import RuntimeConfig
+    from containmentbench.scenarios.manifest import load_suite
+    from containmentbench.trace.io import write_shard
 
-    data = load_study(["study=full_main"])
+    backend = SimBackend(BackendConfig("sim", "sim", options={"profile": "default"}))
+    pol = load_policy(defense)
+    ctx = ShardContext("bench", "sim:default", "sim", defense, seed, "default")
+    scen = load_suite("full_main")
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
-        specs = [(s.defense, s.seed, s.stage, os.path.join(tmp, s.id)) for s in shards(data)]
+        eps, wall, model_s = run_episodes(scen[:20], pol, backend, ctx, RuntimeConfig())
+        write_shard(Path(tmp) / "warm", shard_tables(eps, ctx, pol, True, wall, model_s))
+        t0, c0 = time.perf_counter(), time.process_time()
+        n = steps = sim_s = 0
+        for stage in ("security", "memory_recovery", "active_tainted", "clean"):
+            part = [s for s in scen if s.stage == stage]
+            eps, wall, model_s = run_episodes(part, pol, backend, ctx, RuntimeConfig(), 1024)
+            write_shard(Path(tmp) / stage, shard_tables(eps, ctx, pol, True, wall, model_s))
+            n += len(eps)
+            steps += sum(e.counts["model_calls"] for e in eps)
+            sim_s += sum(model_s)
+        cpu, dt = time.process_time() - c0, time.perf_counter() - t0
+    return {"rollouts": n, "steps": steps, "cpu_s": cpu, "wall_s": dt, "sim_agent_s": sim_s}
+
+
+def make_run_rollouts(workers: int) -> dict:
+    """C: every rollout job of full_main through the CLI, ``workers`` at a time."""
+    from containmentbench.config.compose import load_study, save_resolved
+    from containmentbench.pipeline.plan import jobs, run_dir
+
+    with tempfile.TemporaryDirectory(prefix="cb-bench-run-") as tmp:
+        data = load_study(["study=full_main", f"results_dir={tmp}"])
+        cfg = run_dir(data) / "config.yaml"
+        save_resolved(data, cfg)
+        names = [j.name for j in jobs(data)]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        exe = Path(sys.executable).with_name("containmentbench")
+
+        def one(name: str) -> None:
+            subprocess.run([str(exe), "rollout", "--study-config", str(cfg), "--job", name,
+                            "--quiet"], check=True, env=env, cwd=tmp, capture_output=True)
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        with ProcessPoolExecutor(workers) as pool:
-            res = list(pool.map(_run_shard, specs, chunksize=1))
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, names))
         dt = time.perf_counter() - t0
-    return {"shards": len(specs), "rollouts": sum(r[0] for r in res),
-            "steps": sum(r[1] for r in res), "seconds": dt, "workers": workers}
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        import pyarrow.parquet as pq
+        n = sum(pq.read_metadata(p).num_rows
+                for p in (run_dir(data) / "traces").rglob("rollouts.parquet"))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"jobs": len(names), "rollouts": n, "cpu_s": cpu, "wall_s": dt, "workers": workers}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-agentdojo", action="store_true")
+    ap.add_argument("--skip-make-run", action="store_true")
     args = ap.parse_args()
-    s = single()
-    print(f"[sim agent: harness validation] full_main x none x seed 1: {s['rollouts']} "
-          f"rollouts, {s['steps']} steps in {s['seconds']:.2f} s = {s['rollouts_per_s']:.0f} "
-          f"rollouts/s; harness {1e3 * s['harness_s_per_step']:.3f} ms/step (sim agent "
-          f"{1e3 * s['sim_agent_s_per_step']:.3f} ms/step)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          f"[sim agent: harness validation, not a model result]")
+    b = in_process()
+    b_roll = b["cpu_s"] / b["rollouts"]
+    print(f"B  ContainmentBench in one warm process, traces written: {b['rollouts']} rollouts, "
+          f"{b['steps']} steps, {b['cpu_s']:.2f} s CPU ({b['wall_s']:.2f} s wall) = "
+          f"{1e3 * b_roll:.2f} ms CPU/rollout, {1e3 * b['cpu_s'] / b['steps']:.3f} ms/step "
+          f"(sim agent itself {1e3 * b['sim_agent_s'] / b['steps']:.3f} ms/step wall)")
+    c = None
+    if not args.skip_make_run:
+        c = make_run_rollouts(args.workers)
+        c_roll = c["cpu_s"] / c["rollouts"]
+        print(f"C  ContainmentBench as `make run` pays: {c['jobs']} rollout jobs via the CLI, "
+              f"{c['workers']} at a time: {c['rollouts']} rollouts, {c['cpu_s']:.1f} s CPU "
+              f"({c['wall_s']:.1f} s wall) = {1e3 * c_roll:.2f} ms CPU/rollout, start-up "
+              f"included")
     if not args.skip_agentdojo:
         a = agentdojo()
-        per_step = a["total_s"] / a["total_steps"]
-        print(f"AgentDojo ground-truth pipeline, workspace: {a['tasks']} tasks, "
-              f"{1e3 * a['mean_s']:.1f} ms/task, {a['steps_mean']:.1f} steps/task, "
-              f"{1e3 * per_step:.1f} ms/step")
-        print(f"ratio AgentDojo per task / ContainmentBench harness per step: "
-              f"{a['mean_s'] / s['harness_s_per_step']:.0f}x (target >= 20x); per step vs per "
-              f"step: {per_step / s['harness_s_per_step']:.0f}x; per task vs per rollout: "
-              f"{a['mean_s'] / (s['seconds'] / s['rollouts']):.0f}x")
-    f = full(args.workers)
-    print(f"[sim agent: harness validation] all full_main rollouts: {f['rollouts']} rollouts "
-          f"({f['shards']} shards, traces written) in {f['seconds']:.1f} s on {f['workers']} "
-          f"workers = {f['rollouts'] / f['seconds']:.0f} rollouts/s; target 60 s -> ratio "
-          f"{60 / f['seconds']:.2f}x")
+        a_cpu = a.get("cpu_mean_s", a["mean_s"])
+        print(f"A  AgentDojo ground-truth pipeline, workspace: {a['tasks']} tasks, "
+              f"{1e3 * a_cpu:.1f} ms CPU/task ({1e3 * a['mean_s']:.1f} ms wall), "
+              f"{a['steps_mean']:.1f} steps/task, warm process, start-up not included")
+        print(f"ratio A/B  AgentDojo per task / our rollout with traces (both warm): "
+              f"{a_cpu / b_roll:.0f}x")
+        if c is not None:
+            print(f"ratio A/C  AgentDojo per task / our rollout as `make run` pays (start-up "
+                  f"included on our side only): {a_cpu / c_roll:.0f}x (target >= 50x)")
+        a_step = a_cpu * a["tasks"] / a["total_steps"]
+        print(f"ratio D    per step / per step (reference, not like for like): "
+              f"{a_step / (b['cpu_s'] / b['steps']):.0f}x")
     return 0
 
 

@@ -79,7 +79,12 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:  # failing: the one-line error says what happened
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+            return
         self.close()
 
 

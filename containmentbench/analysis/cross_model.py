@@ -156,5 +156,11 @@ def freeze_cross(out: Path, metrics: Sequence[str | Path]) -> dict[str, Any]:
     manifest = {"schema": "containmentbench-cross-model-manifest/1", "files": files,
                 "inputs": {os.path.relpath(p, out): sha256_file(p) for p in metrics},
                 "scenario_manifests": {}}
+    from containmentbench.integrity.keys import load_key, sign_record
+
+    key = load_key(out)
+    if key is not None:  # keyed like a run manifest (integrity/keys.py)
+        manifest["auth"] = sign_record(key, {k: v for k, v in manifest.items()
+                                             if k != "files"}, files)
     _atomic_json(out / "MANIFEST.json", manifest)
     return manifest

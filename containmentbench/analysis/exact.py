@@ -15,14 +15,29 @@ from typing import Any
 
 
 def _values(values: Any) -> list[float]:
-    if hasattr(values, "drop_nulls"):  # a polars Series
-        values = values.drop_nulls().to_list()
+    if hasattr(values, "drop_nulls"):  # a polars Series: filter and convert in bulk
+        s = values.drop_nulls()
+        if s.dtype.is_float():
+            s = s.filter(s.is_not_nan())
+        return s.cast(float).to_list()  # int -> float is exact below 2**53
     return [float(v) for v in values if v is not None and not (isinstance(v, float)
                                                              and math.isnan(v))]
 
 
 def fmean(values: Any) -> float | None:
     """Exactly rounded mean of the non-null values (None when there are none)."""
+    if hasattr(values, "drop_nulls") and (values.dtype.is_integer()
+                                          or str(values.dtype) == "Boolean"):
+        # integer columns (indicators, counts): the int64 sum is exact, and int / int is
+        # the correctly rounded quotient, which is what fsum(...) / n gives for sums below
+        # 2**53 (the sum is exactly representable, so fsum returns it unrounded)
+        s = values.drop_nulls()
+        n = s.len()
+        if not n:
+            return None
+        total = int(s.cast(int).sum())
+        if abs(total) < 2 ** 53:
+            return total / n
     vals = _values(values)
     return math.fsum(vals) / len(vals) if vals else None
 

@@ -118,24 +118,65 @@ class Comparison:
         return f"{self.b} {'better' if better else 'worse'} than {self.a}"
 
 
-def compare(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
-            s: Settings) -> Comparison:
-    """Eq. 12 paired delta with pair and scenario-cluster intervals and the paired win rate."""
+@dataclass(frozen=True)
+class Draws:
+    """What the two intervals of one comparison resample (built from the metrics frame, so
+    the bootstrap itself can run in another process: see ``analysis.parallel``)."""
+
+    a: str
+    b: str
+    metric: str
+    stage: str
+    va: Any
+    vb: Any
+    clusters: list[Any]
+    pair_kw: dict[str, Any]
+    cluster_kw: dict[str, Any]
+
+    @property
+    def d(self) -> Any:
+        return self.vb - self.va
+
+
+def compare_draws(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
+                  s: Settings) -> Draws | Comparison:
+    """The inputs of :func:`compare`'s intervals, or the empty comparison without pairs."""
     p = pairs(df, a, b, metric, stage)
     n = p.height
     if n == 0:
         return Comparison(a, b, metric, stage, 0, None, None, None, None, None, None)
     va = p["value_a"].cast(pl.Float64).to_numpy()
     vb = p["value_b"].cast(pl.Float64).to_numpy()
-    d = vb - va
     key = (a, b, metric, stage)
-    pi = pair_bootstrap(d, n_resamples=s.resamples, confidence=s.confidence,
-                        seed=s.seed_for("pair", *key), batch=s.batch(n))
     clusters = p["cluster_id"].to_list()
-    ci = cluster_bootstrap(d, clusters, n_resamples=s.resamples, confidence=s.confidence,
-                           seed=s.seed_for("cluster", *key), batch=s.batch(len(set(clusters))))
-    return Comparison(a, b, metric, stage, n, fmean(va), fmean(vb), fmean(d), pi, ci,
-                      win_rate(va, vb, higher_is_better(metric)))
+    return Draws(a, b, metric, stage, va, vb, clusters,
+                 {"n_resamples": s.resamples, "confidence": s.confidence,
+                  "seed": s.seed_for("pair", *key), "batch": s.batch(n)},
+                 {"n_resamples": s.resamples, "confidence": s.confidence,
+                  "seed": s.seed_for("cluster", *key), "batch": s.batch(len(set(clusters)))})
+
+
+def pair_interval(w: Draws) -> Interval:
+    return pair_bootstrap(w.d, **w.pair_kw)
+
+
+def cluster_interval(w: Draws) -> Interval:
+    return cluster_bootstrap(w.d, w.clusters, **w.cluster_kw)
+
+
+def finish(w: Draws, pi: Interval, ci: Interval) -> Comparison:
+    d = w.d
+    return Comparison(w.a, w.b, w.metric, w.stage, len(d), fmean(w.va), fmean(w.vb), fmean(d),
+                      pi, ci, win_rate(w.va, w.vb, higher_is_better(w.metric)))
+
+
+def compare(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
+            s: Settings) -> Comparison:
+    """Eq. 12 paired delta with pair and scenario-cluster intervals and the paired win rate."""
+    w = compare_draws(df, a, b, metric, stage, s)
+    if isinstance(w, Comparison):
+        return w
+    return finish(w, pair_interval(w), cluster_interval(w))
 
 
 def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]

@@ -19,12 +19,12 @@ from containmentbench.analysis import figures, tables
 from containmentbench.analysis.paired import (
     Settings,
     attribution,
-    compare,
     divergence,
     sensitivity,
     stage_contribution,
     zero_events,
 )
+from containmentbench.analysis.parallel import compare_many
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
 from containmentbench.metrics.compute import read_metrics
@@ -47,7 +47,8 @@ def _have(df: pl.DataFrame, *defenses: str) -> bool:
 
 
 def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
-            reparse_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            reparse_summary: Mapping[str, Any] | None = None,
+            workers: int | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     out = Path(out)
     df = pl.from_arrow(read_metrics(metrics_path))
@@ -62,28 +63,26 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
                                                  for d in ctx.defenses)
     bar = Progress(len(cfg["comparisons"]) + n_sweep + len(cfg["divergence"]),
                    "analyze: comparisons", unit="comparison")
-
-    def run(spec: Mapping[str, Any]):
-        nonlocal n_intervals
-        bar.update()
-        if not _have(df, spec["a"], spec["b"]):
-            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
-            return None
-        c = compare(df, spec["a"], spec["b"], spec["metric"], spec["stage"], s)
-        n_intervals += 2 * (c.n_pairs > 0)
-        return c
-
-    configured = [(spec, run(spec)) for spec in cfg["comparisons"]]
-    claims = [c for spec, c in configured if c is not None and spec.get("claim")]
-    rows25 = [c for _, c in configured if c is not None]
+    # every paired comparison (configured, then the sweep against the baseline), resampled
+    # on all available cores (analysis.parallel: identical results for any worker count)
     base = cfg["sweep"]["baseline"]
-    for d in ctx.defenses:
-        if d == base:
-            continue
-        for m in cfg["sweep"]["metrics"]:
-            c = run({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]})
-            if c is not None:
-                rows25.append(c)
+    specs = [(spec, bool(spec.get("claim"))) for spec in cfg["comparisons"]]
+    n_configured = len(specs)
+    specs += [({"a": base, "b": d, "metric": m["metric"], "stage": m["stage"]}, False)
+              for d in ctx.defenses if d != base for m in cfg["sweep"]["metrics"]]
+    present = []
+    for spec, claim in specs:
+        if _have(df, spec["a"], spec["b"]):
+            present.append((spec, claim))
+        else:
+            skipped.append(f"{spec['a']} vs {spec['b']} ({spec.get('metric', 'divergence')})")
+    done = iter(compare_many(df, [sp for sp, _ in present], s, workers))
+    bar.update(len(specs))
+    results = [(claim, next(done) if _have(df, spec["a"], spec["b"]) else None)
+               for spec, claim in specs]
+    n_intervals += sum(2 * (c.n_pairs > 0) for _, c in results if c is not None)
+    claims = [c for claim, c in results[:n_configured] if c is not None and claim]
+    rows25 = [c for _, c in results if c is not None]
     zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
     div = []
     for spec in cfg["divergence"]:

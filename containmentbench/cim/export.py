@@ -8,7 +8,6 @@ which is also the order the optional hash chain covers (chain.py).
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from containmentbench.cim.chain import add_chain
 from containmentbench.cim.otel import write_otlp
 from containmentbench.cim.project import TICK_US, project_events
 from containmentbench.cim.schema import validate
+from containmentbench.cim.seal import begin_store, finish_store, seal_manifest
 from containmentbench.cim.store import (
     DelegationWriter,
     partition_path,
@@ -28,6 +28,7 @@ from containmentbench.cim.store import (
     write_manifest,
 )
 from containmentbench.errors import BenchError
+from containmentbench.integrity.keys import load_key
 from containmentbench.trace.io import read_shards, shard_dirs
 
 
@@ -43,7 +44,8 @@ class ExportSummary:
 
 
 def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool = False,
-                  chain: bool = False, tick_us: int = TICK_US) -> ExportSummary:
+                  chain: bool = False, tick_us: int = TICK_US, force: bool = False
+                  ) -> ExportSummary:
     if not shard_dirs(traces):
         raise BenchError("no finished trace shards (folders with SHA256SUMS) below this path",
                          file=str(traces))
@@ -57,12 +59,13 @@ def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool =
                          file=str(traces), field="event_id")
     if not (parquet or otel):
         raise BenchError("nothing to export: choose parquet and/or otel", field="format")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    key = load_key(out) if chain else None
+    final, out = out, begin_store(out, force)  # never deletes: see cim/seal.py
     if not parquet:
         obytes = write_otlp(cim, out / "otel" / "traces.json")
-        return ExportSummary(out, events.num_rows, cim.num_rows, 0, _unbound(cim), 0, obytes)
+        finish_store(out, final, force)
+        return ExportSummary(final, events.num_rows, cim.num_rows, 0, _unbound(cim), 0,
+                             obytes)
     wf = pa.array(workflows, pa.string())
     pbytes = 0
     heads: dict[str, str] = {}
@@ -71,7 +74,7 @@ def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool =
         part = cim.filter(pc.equal(wf, w))
         rel = partition_path(w, 0, 0)
         if chain:
-            part = add_chain(part)
+            part = add_chain(part, key)
             heads[rel] = part.column("chain_hash")[-1].as_py()
         pbytes += write_events(out, rel, part)
         frames.append(pl.from_arrow(part.select(["event_id", "time", "delegation_id",
@@ -85,13 +88,14 @@ def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool =
     dw.close()
     obytes = write_otlp(cim, out / "otel" / "traces.json") if otel else 0
     n_unbound = _unbound(cim)
-    write_manifest(out, {
+    write_manifest(out, seal_manifest({
         "producer": "cim export", "source": str(traces), "tick_us": tick_us,
         "n_trace_events": events.num_rows, "n_events": cim.num_rows,
         "n_delegations": side.num_rows, "n_unbound": n_unbound, "chain": chain,
         "chain_heads": heads, "parquet_bytes": pbytes, "otel_bytes": obytes,
-        "bytes_per_event": round(pbytes / max(cim.num_rows, 1), 2)})
-    return ExportSummary(out, events.num_rows, cim.num_rows, side.num_rows, n_unbound, pbytes,
+        "bytes_per_event": round(pbytes / max(cim.num_rows, 1), 2)}, sorted(heads), key))
+    finish_store(out, final, force)
+    return ExportSummary(final, events.num_rows, cim.num_rows, side.num_rows, n_unbound, pbytes,
                          obytes)
 
 

@@ -191,17 +191,18 @@ def plan(p: GenParams) -> list[ChunkSpec]:
     return out
 
 
-def _run_chunk(args: tuple[GenParams, ChunkSpec, str, bool]) -> tuple[Any, dict[str, Any]]:
+def _run_chunk(args: tuple[GenParams, ChunkSpec, str, bool, bytes | None]
+               ) -> tuple[Any, dict[str, Any]]:
     from containmentbench.cim.chain import add_chain
     from containmentbench.cim.store import partition_path, write_events
     from containmentbench.cim.synth import build_chunk
 
-    p, spec, root, chain = args
+    p, spec, root, chain, key = args
     rel = partition_path(spec.workflow, spec.day, spec.bucket)
     events, side, stats = build_chunk(p, spec, tool_trace_coverage(p), rel)
     head = None
     if chain:
-        events = add_chain(events)
+        events = add_chain(events, key)
         head = events.column("chain_hash")[-1].as_py() if events.num_rows else None
     stats["bytes"] = write_events(Path(root), rel, events, row_group_rows=p.row_group_rows)
     return side, {"stats": stats, "rel": rel, "head": head}
@@ -234,23 +235,23 @@ class GenSummary:
 
 
 def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
-             progress: bool = False) -> GenSummary:
-    """Stream a synthetic store to ``out`` (replaced); deterministic bytes for a seed."""
-    import shutil
-
-    from containmentbench.cim.store import DelegationWriter, write_manifest
+             progress: bool = False, force: bool = False) -> GenSummary:
+    """Stream a synthetic store to ``out`` (an earlier store is replaced only with ``force``
+    and kept aside, cim/seal.py); deterministic bytes for a seed."""
+    from containmentbench.cim.seal import begin_store, finish_store, seal_manifest
+    from containmentbench.cim.store import DelegationWriter, event_files, write_manifest
+    from containmentbench.integrity.keys import load_key
 
     p.validate()
-    if jobs < 1:
-        raise BenchError("jobs must be >= 1", field="jobs")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if not 1 <= jobs <= 1024:
+        raise BenchError("must lie in [1, 1024]", field="jobs")
+    key = load_key(out) if chain else None
+    final, out = out, begin_store(out, force)
     chunks = plan(p)
     t0 = time.perf_counter()
     writer = DelegationWriter(out)
     totals: dict[str, int] = {}
-    tasks = [(p, c, str(out), chain) for c in chunks]
+    tasks = [(p, c, str(out), chain, key) for c in chunks]
     heads: dict[str, str] = {}
     if jobs == 1:
         results = map(_run_chunk, tasks)
@@ -279,11 +280,13 @@ def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
     writer.close()
     seconds = time.perf_counter() - t0
     cov = tool_trace_coverage(p)
-    write_manifest(out, {
+    write_manifest(out, seal_manifest({
         "producer": "cim generate", "params": asdict(p),
         "tool_trace_coverage": {t.name: round(float(c), 4) for t, c in zip(CATALOG, cov)},
         "n_files": len(chunks), "n_delegations": writer.rows, **totals,
         "chain": chain, "chain_heads": heads,
-        "bytes_per_event": round(totals.get("bytes", 0) / max(totals.get("n_rows", 1), 1), 2)})
-    return GenSummary(out, totals.get("n_rows", 0), writer.rows, len(chunks),
+        "bytes_per_event": round(totals.get("bytes", 0) / max(totals.get("n_rows", 1), 1), 2)},
+        event_files(out), key))
+    finish_store(out, final, force)
+    return GenSummary(final, totals.get("n_rows", 0), writer.rows, len(chunks),
                       totals.get("bytes", 0), seconds)

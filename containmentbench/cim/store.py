@@ -113,7 +113,15 @@ class Store:
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise BenchError(f"cannot read CIM store ({exc})", file=str(self.root)) from None
         mpath = self.root / MANIFEST_FILE
-        self.manifest: dict[str, Any] = json.loads(mpath.read_text()) if mpath.exists() else {}
+        self.manifest: dict[str, Any] = {}
+        if mpath.exists():
+            try:
+                self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                raise BenchError(f"not a valid JSON manifest ({type(exc).__name__})",
+                                 file=str(mpath)) from None
+            if not isinstance(self.manifest, dict):
+                raise BenchError("expected a JSON object", file=str(mpath))
 
     # ------------------------------------------------------------------ side table
 

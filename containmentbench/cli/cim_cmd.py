@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from containmentbench.errors import BenchError, VerifyError
+from containmentbench.errors import BenchError
 
 GEN_HELP = {
     "workflows": "comma-separated workflows W1,W2,W3 (§7.2.1)",
@@ -104,7 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "below --traces to CIM rows (Table 8) and write a store; optionally an "
                         "OTLP/JSON file and a tamper-evident hash chain.")
     e.add_argument("--traces", type=Path, required=True, help="folder of rollout shards")
-    e.add_argument("--out", type=Path, required=True, help="store folder (replaced)")
+    e.add_argument("--out", type=Path, required=True,
+                   help="store folder (new or empty, or an earlier store with --force)")
+    e.add_argument("--force", action="store_true", help="replace an earlier, different store "
+                   "(moved aside to .<name>.replaced-<n>, never deleted)")
     e.add_argument("--format", default="parquet", help="parquet, otel or parquet,otel")
     e.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     e.add_argument("--tick-ms", type=int, default=1000, help="milliseconds per logical tick")
@@ -113,7 +116,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = csub.add_parser("generate", help="seeded synthetic W1-W3 telemetry (Table 4)",
                         description="Stream seeded synthetic delegation telemetry (§7.1, Table "
                         "4) to a hive-partitioned CIM store with ground truth for evaluation.")
-    g.add_argument("--out", type=Path, required=True, help="store folder (replaced)")
+    g.add_argument("--out", type=Path, required=True,
+                   help="store folder (new or empty, or an earlier store with --force)")
+    g.add_argument("--force", action="store_true", help="replace an earlier, different store "
+                   "(moved aside to .<name>.replaced-<n>, never deleted)")
     g.add_argument("--jobs", type=int, default=1, help="worker processes")
     g.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     g.add_argument("--quiet", action="store_true")
@@ -185,7 +191,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.traces.is_dir():
         raise BenchError("no such folder", file=str(args.traces))
     s = export_traces(args.traces, args.out, parquet="parquet" in formats,
-                      otel="otel" in formats, chain=args.chain, tick_us=args.tick_ms * 1000)
+                      otel="otel" in formats, chain=args.chain, tick_us=args.tick_ms * 1000,
+                      force=args.force)
     print(f"wrote {s.out}: {s.n_cim_events} CIM events from {s.n_trace_events} trace events, "
           f"{s.n_delegations} delegations, {s.n_unbound} unbound (kept); "
           f"{s.parquet_bytes / max(s.n_cim_events, 1):.1f} bytes/event Parquet"
@@ -203,7 +210,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             kw[f.name] = tuple(x.strip() for x in v.split(",") if x.strip()) \
                 if isinstance(f.default, tuple) else v
     params = GenParams(**kw)
-    s = generate(params, args.out, jobs=args.jobs, chain=args.chain, progress=not args.quiet)
+    s = generate(params, args.out, jobs=args.jobs, chain=args.chain, progress=not args.quiet,
+                 force=args.force)
     print(f"wrote {s.out}: {s.n_events:,} events, {s.n_delegations:,} delegations in "
           f"{s.n_files} files; {s.events_per_s:,.0f} events/s, "
           f"{s.bytes_per_event:.1f} bytes/event")
@@ -245,7 +253,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def cmd_divergence(args: argparse.Namespace) -> int:
     from containmentbench.cim.divergence import divergence
 
-    r = divergence(_store(args), delegation_id=args.delegation)
+    store = _store(args)
+    if args.delegation is not None:
+        store.delegation(args.delegation)  # an unknown id is bad input, not an empty answer
+    r = divergence(store, delegation_id=args.delegation)
     _emit(args, "divergence", r.table, r.info)
     return 0
 
@@ -290,10 +301,15 @@ def _deltas(text: str) -> tuple[float, ...]:
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     import polars as pl
 
+    if args.out:
+        _own_file(args.out, (".parquet",))
+
     from containmentbench.cim.reconstruct import reconstruct_store, summarize
 
     deltas = _deltas(args.deltas)
     t0 = time.perf_counter()
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
     per, runs = reconstruct_store(_store(args), deltas, args.max_buckets)
     if per.height == 0:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
@@ -309,24 +325,41 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from containmentbench.cim.chain import verify_chain
+    from containmentbench.cim.seal import audit_store
+    from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 
     store = _store(args)
-    heads = store.manifest.get("chain_heads") or {}
-    if not store.manifest.get("chain"):
-        raise BenchError("store was written without --chain (no hash chain to verify)",
-                         file=str(args.store))
-    brk = verify_chain(store.root, store.files, heads)
-    if brk is not None:
-        raise VerifyError(f"hash chain broken at event '{brk.event_id}' (row {brk.row}): "
-                          f"{brk.reason}", file=brk.file)
-    print(f"hash chain intact: {len(store.files)} files")
+    key = load_key(store.root)
+    problems = audit_store(store.root, store.manifest, store.files, key)
+    if key is None:
+        print(f"verify-chain: {NO_KEY_NOTE}", file=sys.stderr)
+    for p in problems:
+        print(f"BROKEN {p}", file=sys.stderr)
+    if problems:
+        print(f"verify-chain: {len(problems)} problem(s) in {store.root}", file=sys.stderr)
+        return 1
+    print(f"hash chain intact: {len(store.files)} files"
+          + (" (keyed)" if key is not None else ""))
     return 0
+
+
+def _own_file(out: Path, suffixes: tuple[str, ...]) -> None:
+    """A --out file: new, or an earlier one of this kind (never a folder or another file)."""
+    from containmentbench.integrity.outdir import check_out_file
+
+    if out.suffix not in suffixes:
+        raise BenchError(f"expected a {' or '.join(suffixes)} file name", file=str(out),
+                         field="out")
+    check_out_file(out, lambda p: True)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from containmentbench.cim.report import report
 
+    if args.out:
+        _own_file(args.out, (".md", ".txt"))
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
     text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
                      effort_delegation=args.delegation)
     if args.out:

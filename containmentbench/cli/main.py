@@ -23,10 +23,24 @@ class _Parser(argparse.ArgumentParser):
 # and heavy optional packages are only touched by the verbs that need them.
 VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "analyze", "freeze",
          "verify", "reproduce", "status", "cim", "config", "show", "cases", "report",
-         "cross_model")
+         "cross_model", "audit", "adapters")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked_verb(argv: Sequence[str]) -> str | None:
+    """The verb module of a command line (its first word that is not an option), or None."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            mod = arg.replace("-", "_")  # `cross-model` lives in cross_model_cmd
+            return mod if mod in VERBS else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or of the verb ``only`` alone: each rollout or metrics job
+    is a fresh process, and importing all verb modules (pulling in the CIM and analysis
+    stacks) would add a fixed cost to every one of them."""
     import importlib
 
     p = _Parser(prog="containmentbench",
@@ -34,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"containmentbench {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
-    for verb in VERBS:
+    for verb in (only,) if only else VERBS:
         try:
             mod = importlib.import_module(f"containmentbench.cli.{verb}_cmd")
         except ModuleNotFoundError as exc:
@@ -46,7 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from containmentbench.fastpath import block_pandas, unblock_pandas
+
+    blocked = block_pandas()
+    try:
+        return _main(argv)
+    finally:  # a caller in the same process (tests, notebooks) keeps its pandas
+        if blocked:
+            unblock_pandas()
+
+
+def _main(argv: list[str]) -> int:
+    parser = build_parser(_invoked_verb(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)
@@ -59,7 +85,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("containmentbench: interrupted", file=sys.stderr)
         return 130
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # unreadable input the verb did not anticipate (pyarrow's errors are ValueErrors or
+        # OSErrors): still one line naming the file, never a traceback (issue: data safety)
+        print(f"containmentbench: error: {_input_error(exc, args)}", file=sys.stderr)
+        return 2
     return int(rc or 0)
+
+
+def _input_error(exc: BaseException, args: argparse.Namespace) -> str:
+    from pathlib import Path
+
+    where = getattr(exc, "filename", None)
+    if where is None:
+        paths = [str(v) for v in vars(args).values() if isinstance(v, Path)]
+        where = paths[0] if paths else None
+    text = " ".join(str(getattr(exc, "strerror", None) or exc).split()) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        text = "input nested too deeply"
+    return f"{where}: {type(exc).__name__}: {text}" if where else f"{type(exc).__name__}: {text}"
 
 
 if __name__ == "__main__":

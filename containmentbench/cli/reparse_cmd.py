@@ -21,10 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_reparse(args: argparse.Namespace) -> int:
+    from containmentbench.cli.guards import need_dir
+    from containmentbench.integrity.outdir import MARKER, check_out
     from containmentbench.parser.reparse import summary_markdown
     from containmentbench.parser.run import reparse_traces
 
-    summary = reparse_traces(args.traces, args.out, config_from(args))
+    config = config_from(args)
+    need_dir(args.traces, "traces")
+    check_out(args.out, "reparse")
+    summary = reparse_traces(args.traces, args.out, config)
+    (args.out / MARKER).write_text("reparse\n", encoding="utf-8")
     print(summary_markdown(summary))
     print(f"wrote {args.out}: {summary['input_model_actions']} model actions, "
           f"{summary['n_changed']} changed", file=sys.stderr)

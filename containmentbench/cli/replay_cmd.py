@@ -17,17 +17,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from containmentbench.cli.rollout_cmd import prepare_out
     from containmentbench.models.base import BackendConfig
     from containmentbench.models.scripted import ScriptedBackend
     from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
+    prepare_out(args.out, args.force)
     scen = select(args.suite, args.stage, args.scenarios)
     backend = ScriptedBackend(BackendConfig("scripted", "scripted", options={"plan": args.plan}))
     ctx = ShardContext(args.study, f"scripted:{args.plan}", "scripted", args.defense, 0, None)
     res = run_and_write(scen, load_policy(args.defense), backend, ctx, RuntimeConfig(),
-                        args.out, 512, True)
+                        args.out, 512, True, args.force)
     print(f"wrote {args.out}: {res['rollouts']} replayed rollouts ({args.plan} plan)",
           file=sys.stderr)
     return 0

@@ -10,6 +10,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "pages, case studies); opens from the file system")
     p.add_argument("run_dir", help="run directory (traces/, tables/, MANIFEST.json)")
     p.add_argument("--out", default=None, help="report folder (default: RUN_DIR/report)")
+    p.add_argument("--force", action="store_true", help="replace a different earlier report "
+                   "(moved aside to .<name>.replaced-<n>, never deleted)")
     p.add_argument("--before-freeze", action="store_true",
                    help="pipeline use: build before freeze hashes it (no MANIFEST check)")
     p.set_defaults(func=run)
@@ -18,6 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from containmentbench.report.build import build_report
 
-    index = build_report(args.run_dir, args.out, args.before_freeze)
+    index = build_report(args.run_dir, args.out, args.before_freeze, args.force)
     print(index.resolve())
     return 0

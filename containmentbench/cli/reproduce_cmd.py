@@ -21,6 +21,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from containmentbench.freeze.manifest import reproduce
 
     t0 = time.perf_counter()
+    from containmentbench.config.bounds import check_value
+
+    check_value("workers", args.workers, "workers")
     res = reproduce(args.study, args.workers)
     for rel in res["differ"]:
         print(f"DIFFERS {rel}", file=sys.stderr)

@@ -18,6 +18,9 @@ def add_selection(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--scenarios", default=None, help="comma-separated scenario ids (a block)")
     p.add_argument("--out", type=Path, required=required, help="shard output folder")
     p.add_argument("--study", default="adhoc", help="study name recorded in the trace")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier, different shard at --out (it is moved aside to "
+                        ".<name>.replaced-<n>, never deleted)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +85,7 @@ def select(suite: str, stage: str | None, ids: str | None) -> list[Any]:
 
 
 def run_and_write(scenarios: list[Any], policy: Any, backend: Any, ctx: Any, cfg: Any,
-                  out: Path, window: int, quiet: bool) -> dict[str, Any]:
+                  out: Path, window: int, quiet: bool, force: bool = False) -> dict[str, Any]:
     from containmentbench.runtime.driver import Progress, run_episodes, shard_tables
     from containmentbench.trace.io import write_shard
 
@@ -98,7 +101,7 @@ def run_and_write(scenarios: list[Any], policy: Any, backend: Any, ctx: Any, cfg
                          f"(first: {failed[0].error}); shard not written", file=str(out))
     tables = shard_tables([e for e in eps if e is not None], ctx, policy,
                           getattr(backend, "seed_supported", False), wall, model_s)
-    write_shard(out, tables)
+    write_shard(out, tables, force=force)
     dt = time.perf_counter() - t0
     n_actions = sum(e.counts["model_calls"] for e in eps if e is not None)
     status = {}
@@ -156,12 +159,25 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "defenses": None, "out": args.out}
 
 
-def _clean_stale(out: Path) -> None:
-    """Remove temporary folders a killed run of this shard left behind."""
-    import shutil
+def prepare_out(out: Path, force: bool) -> None:
+    """Before any episode runs: clean what a killed run of this shard left, and refuse an
+    --out that is not a shard folder (integrity.outdir)."""
+    from containmentbench.integrity.outdir import check_out, clean_leftovers
+    from containmentbench.trace.io import CHECKSUMS, verify_shard
 
-    for stale in out.parent.glob(f".{out.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists() and not verify_shard(d))
+    check_out(out, "shard", force)
+
+
+def check_bounds(r: dict[str, Any]) -> None:
+    """The ranges of the typed config (config/bounds.py), for the flags that set them."""
+    from containmentbench.config.bounds import check_value
+
+    check_value("backend.window", r["window"], "window")
+    check_value("runtime.max_steps", r["runtime"].get("max_steps"), "max-steps")
+    check_value("study.seeds", r["seed"], "seed")
+    check_value("backend.max_tokens", r["max_tokens"], "max-tokens")
+    check_value("backend.temperature", r["temperature"], "temperature")
 
 
 def _run_study_job(args: argparse.Namespace) -> int:
@@ -200,6 +216,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     if args.job:
         raise BenchError("--job needs --study-config", field="job")
     r = _from_study(args) if args.study_config else _from_args(args)
+    check_bounds(r)
+    out = Path(r["out"])
+    prepare_out(out, args.force)
     scen = select(r["suite"], r["stage"], r["scenarios"])
     policy = load_policy(r["defense"], r["defenses"])
     profile = r["options"].get("profile") if r["backend"] == "sim" else None
@@ -213,10 +232,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
                                          options=r["options"], tool_mode=r["tool_mode"]))
     ctx = ShardContext(r["study"], r["label"], r["backend"], r["defense"], int(r["seed"]),
                        profile)
-    out = Path(r["out"])
-    _clean_stale(out)
     try:
-        res = run_and_write(scen, policy, backend, ctx, cfg, out, r["window"], args.quiet)
+        res = run_and_write(scen, policy, backend, ctx, cfg, out, r["window"], args.quiet,
+                            args.force)
     finally:
         backend.close()
     label = " [simulated agent: harness validation, not a model result]" \

@@ -15,11 +15,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scenarios", help="generate, check or show scenario suites")
     ssub = p.add_subparsers(dest="action", metavar="ACTION")
     ssub.required = True
-    g = ssub.add_parser("generate", help="generate a suite's manifests (byte-identical per seed)")
+    g = ssub.add_parser("generate", help="generate a suite into a new folder (byte-identical "
+                                         "per seed); the frozen suites are rewritten only by "
+                                         "`scenarios freeze`")
     g.add_argument("--suite", required=True, help="full_main | stress | smoke")
-    g.add_argument("--out", type=Path, help="output folder (default: scenarios/<suite>)")
+    g.add_argument("--out", type=Path, required=True,
+                   help="a new or empty folder, or an earlier generated suite (--force)")
     g.add_argument("--seed", type=int, default=None, help="generator seed")
-    g.set_defaults(func=cmd_generate)
+    g.add_argument("--force", action="store_true", help="replace an earlier, different suite "
+                   "at --out (moved aside to .<name>.replaced-<n>, never deleted)")
+    g.set_defaults(func=cmd_generate, freeze=False)
+    f = ssub.add_parser("freeze", help="regenerate a committed suite under scenarios/<suite> "
+                                       "(the only verb that rewrites a frozen suite; an old "
+                                       "one that differs is moved aside, never deleted)")
+    f.add_argument("--suite", required=True, help="full_main | stress | smoke")
+    f.add_argument("--seed", type=int, default=None, help="generator seed")
+    f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check")
     c.add_argument("--suite", required=True, help="suite name or folder")
     c.add_argument("--stage", default=None)
@@ -38,17 +49,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.suite not in SUITES:
         raise BenchError(f"unknown suite '{args.suite}' (known: {', '.join(SUITES)})",
                          field="suite")
+    from containmentbench.config.bounds import SEED_MAX
+    from containmentbench.integrity.outdir import check_out, commit_dir, tmp_path
+    from containmentbench.scenarios.manifest import suite_dir
+
     seed = DEFAULT_SEED if args.seed is None else args.seed
+    if not 0 <= seed <= SEED_MAX:
+        raise BenchError(f"{seed} is out of range [0, {SEED_MAX}]", field="seed")
+    if args.freeze:
+        out = suite_dir(args.suite) if (Path("scenarios") / args.suite).exists() \
+            else Path("scenarios") / args.suite
+    else:
+        out = args.out
+        frozen = Path("scenarios").resolve()
+        if out.resolve() == frozen or frozen in out.resolve().parents:
+            raise BenchError("is a committed (frozen) suite folder; only `containmentbench "
+                             "scenarios freeze` rewrites those", file=str(out), field="out")
+    check_out(out, "suite", args.force)
     t0 = time.perf_counter()
     records = generate_suite(args.suite, seed)
     files = render_suite(args.suite, seed, records)
-    out = args.out or Path("scenarios") / args.suite
-    write_files(out, files)
+    tmp = tmp_path(out)
+    write_files(tmp, files)
+    what = commit_dir(tmp, out, "suite", args.force, identical=_same_files)
     dt = time.perf_counter() - t0
     counts = ", ".join(f"{k}={len(v)}" for k, v in records.items())
-    print(f"wrote {out}: {counts} ({sum(len(v) for v in records.values())} scenarios, "
+    print(f"{out}: {what}: {counts} ({sum(len(v) for v in records.values())} scenarios, "
           f"{dt:.2f} s)")
     return 0
+
+
+def _same_files(new: Path, old: Path) -> bool:
+    names = sorted(p.name for p in new.iterdir() if not p.name.startswith("."))
+    return names == sorted(p.name for p in old.iterdir() if not p.name.startswith(".")) and \
+        all((new / n).read_bytes() == (old / n).read_bytes() for n in names)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -16,8 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from containmentbench.freeze.manifest import verify
+    from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 
-    problems = verify(args.study)
+    key = load_key(args.study)
+    problems = verify(args.study, key)
+    if key is None:
+        print(f"verify: {NO_KEY_NOTE}", file=sys.stderr)
     for p in problems:
         print(f"MISMATCH {p}", file=sys.stderr)
     if problems:

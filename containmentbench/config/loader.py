@@ -12,8 +12,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from containmentbench.errors import BenchError
 
 
@@ -40,6 +38,8 @@ def _load_defenses(directory: Path, option: str) -> dict[str, Any]:
     d = directory / "defenses" / f"{option}.yaml"
     if not d.exists():
         raise BenchError(f"no defenses option '{option}'", file=str(d), field="defenses")
+    from omegaconf import OmegaConf  # not at module level: rollout jobs import this module
+
     cfg = OmegaConf.to_container(OmegaConf.load(d), resolve=True)
     return cfg
 
@@ -53,4 +53,6 @@ def load_option(group: str, option: str = "default", directory: Path | None = No
         p = (directory or config_dir()) / group / f"{option}.yaml"
     if not p.exists():
         raise BenchError(f"no {group} option '{option}'", file=str(p), field=group)
+    from omegaconf import OmegaConf
+
     return OmegaConf.to_container(OmegaConf.load(p), resolve=True)

@@ -17,6 +17,21 @@ from omegaconf import MISSING
 
 
 @dataclass
+class AdapterConfig:
+    """An external-benchmark study (paper 000 §6.4): ``name: agentdojo`` runs AgentDojo's
+    suites through the adapter (``containmentbench.adapters``) instead of our scenarios."""
+
+    name: str | None = None             # None = our own scenarios; agentdojo
+    suites: list[str] = field(default_factory=lambda: ["workspace", "slack", "banking",
+                                                       "travel"])
+    pipeline: str = "ground_truth"      # ground_truth | backend (the configured backend)
+    attack: str = "direct"              # an AgentDojo attack name
+    max_user_tasks: int = 0             # first N user tasks per suite (0 = all)
+    injection_tasks: list[str] = field(default_factory=list)  # subset (empty = all)
+    min_eligible: int = 1               # qualification gate before the attacked matrix
+
+
+@dataclass
 class StudyConfig:
     name: str = MISSING
     suite: str = MISSING
@@ -32,6 +47,7 @@ class StudyConfig:
     # share of a shard's rollouts that may end in a provider error other than a context
     # overflow before the shard fails (no SHA256SUMS; status: errored)
     max_error_rate: float = 0.0
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
 
 
 @dataclass

@@ -4,6 +4,7 @@ Layout of a study folder::
 
     traces/<model>/<defense>/seed=<s>/<stage>/shard-<k>/{rollouts,events,edges,timings}.parquet
     reparse/{reparse.parquet,summary.json}   metrics/rollout_metrics.parquet
+    audit/{sinks,rollouts,dcpg}.parquet, audit/summary.json, audit/tables/   (provenance audit)
     tables/  figures/  analysis.json  config.yaml  MANIFEST.json
 
 ``MANIFEST.json`` records the sha256 of every table, figure and figure source table, trace
@@ -27,6 +28,8 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
+from containmentbench.integrity.keys import check_record, load_key, sign_record
+from containmentbench.integrity.paths import inside
 from containmentbench.progress import progress
 from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
 from containmentbench.scenarios.manifest import read_manifest, suite_dir
@@ -34,7 +37,8 @@ from containmentbench.scenarios.manifest import read_manifest, suite_dir
 MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
-            "vllm")
+            "vllm", "agentdojo")
+RUN_SCHEMA = "containmentbench-manifest/1"
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
 
 
@@ -42,8 +46,9 @@ def _rel_files(root: Path, sub: str) -> list[Path]:
     base = root / sub
     if not base.exists():
         return []
+    # hidden entries (temporary folders, shards moved aside, output markers) are not data
     return sorted(p for p in base.rglob("*") if p.is_file() and p.name not in UNHASHED
-                  and not p.name.startswith("."))
+                  and not any(part.startswith(".") for part in p.relative_to(base).parts))
 
 
 def _git(root: Path) -> dict[str, Any]:
@@ -76,7 +81,9 @@ def _study_facts(study: Path) -> dict[str, Any]:
                                         "seed", "model", "backend"]).to_pylist()
     policies = sorted({(r["defense"], r["policy_hash"], r["method_version"]) for r in t})
     parser_versions: set[str] = set()
-    for p in (study / "traces").rglob("rollouts.parquet"):
+    for p in _rel_files(study, "traces"):
+        if p.name != "rollouts.parquet":
+            continue
         parser_versions |= set(pq.read_table(p, columns=["parser_version"])
                                .column("parser_version").to_pylist())
     return {"suites": sorted({r["suite"] for r in t}),
@@ -91,7 +98,9 @@ def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
     files: dict[str, str] = {}
-    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report"):
+    # qualification/ and adapter/: an AgentDojo study's frozen eligible tasks and parity counts
+    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report", "audit",
+                "qualification", "adapter"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
@@ -99,6 +108,8 @@ def freeze(study: str | Path) -> dict[str, Any]:
             files[extra] = sha256_file(study / extra)
     scenarios = {}
     for suite in facts["suites"]:
+        if suite.startswith("agentdojo:"):  # external suite: pinned by the package version
+            continue
         d = suite_dir(suite)
         m = read_manifest(d)
         scenarios[suite] = {"manifest_sha256": sha256_file(d / SCENARIO_MANIFEST),
@@ -109,44 +120,101 @@ def freeze(study: str | Path) -> dict[str, Any]:
         from omegaconf import OmegaConf
         resolved = OmegaConf.to_container(OmegaConf.load(study / "config.yaml"), resolve=True)
         config = {"file": "config.yaml", "hash": sha256_json(resolved)}
-    manifest = {"schema": "containmentbench-manifest/1", "study": study.name, **facts,
+    manifest = {"schema": RUN_SCHEMA, "study": study.name, **facts,
                 "files": files, "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
                 "simulated_agent": "sim" in facts["backends"]}
+    key = load_key(study)
+    if key is not None:  # keyed: metadata, file list and every entry authenticated
+        meta = {k: v for k, v in manifest.items() if k != "files"}
+        manifest["auth"] = sign_record(key, meta, files)
     tmp = study / f".{MANIFEST}.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, study / MANIFEST)
     return manifest
 
 
-def verify(study: str | Path) -> list[str]:
-    """Every mismatch between the files and MANIFEST.json (empty list: verified)."""
+# metadata re-derived from the study's own data at verify time (catches a manifest edited to
+# pass simulated figures as model results even without a key)
+_DERIVED = ("suites", "policies", "seeds", "models", "backends", "parser_versions", "rollouts")
+_COVERED = ("tables", "figures", "metrics", "reparse", "traces", "report")
+
+
+def _load_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BenchError("not UTF-8 text", file=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno) \
+            from None
+    except RecursionError:
+        raise BenchError("JSON nested too deeply", file=str(path)) from None
+    if not isinstance(manifest, dict):
+        raise BenchError("expected a JSON object", file=str(path))
+    for key, kind in (("files", dict), ("scenario_manifests", dict)):
+        if not isinstance(manifest.get(key), kind):
+            raise BenchError(f"expected an object of {key}", file=str(path), field=key)
+    for rel, digest in manifest["files"].items():
+        if not isinstance(digest, str):
+            raise BenchError("expected a sha256 string", file=str(path), field=f"files.{rel}")
+    return manifest
+
+
+def verify(study: str | Path, key: bytes | None = None) -> list[str]:
+    """Every mismatch between the study and MANIFEST.json (empty list: verified): changed,
+    missing and added files, paths outside the study, metadata that the study's data
+    contradicts, and, with a key, every unauthenticated change (row, file, field)."""
     study = Path(study)
     path = study / MANIFEST
-    if not path.exists():
+    if not path.is_file():
         raise BenchError(f"no {MANIFEST} (run freeze first)", file=str(study))
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path)) from None
+    manifest = _load_manifest(path)
     problems = []
     for rel, digest in sorted(manifest["files"].items()):
-        p = study / rel
+        try:
+            p = inside(study, rel, f"files.{rel}", str(path))
+        except BenchError:
+            problems.append(f"{rel}: path outside the study (not opened)")
+            continue
         if not p.exists():
-            problems.append(f"{rel}: missing")
+            problems.append(f"{rel}: file removed")
+        elif p.is_symlink() or not p.is_file():
+            problems.append(f"{rel}: not a regular file (not opened)")
         elif sha256_file(p) != digest:
             problems.append(f"{rel}: sha256 differs from {MANIFEST}")
     for suite, info in manifest["scenario_manifests"].items():
-        d = suite_dir(suite)
-        if sha256_file(d / SCENARIO_MANIFEST) != info["manifest_sha256"]:
-            problems.append(f"scenarios/{suite}/{SCENARIO_MANIFEST}: sha256 differs")
-        for stage, digest in info["stages"].items():
-            if sha256_file(d / f"{stage}.jsonl") != digest:
-                problems.append(f"scenarios/{suite}/{stage}.jsonl: sha256 differs")
-    for rel in sorted(set(f.relative_to(study).as_posix() for sub in ("tables", "metrics")
-                          for f in _rel_files(study, sub)) - set(manifest["files"])):
-        problems.append(f"{rel}: not in {MANIFEST}")
+        try:
+            d = suite_dir(suite)
+            if sha256_file(d / SCENARIO_MANIFEST) != info["manifest_sha256"]:
+                problems.append(f"scenarios/{suite}/{SCENARIO_MANIFEST}: sha256 differs")
+            for stage, digest in info["stages"].items():
+                if sha256_file(d / f"{stage}.jsonl") != digest:
+                    problems.append(f"scenarios/{suite}/{stage}.jsonl: sha256 differs")
+        except (BenchError, OSError, KeyError, TypeError, AttributeError):
+            problems.append(f"scenarios/{suite}: cannot be checked (missing or malformed)")
+    on_disk = {f.relative_to(study).as_posix() for sub in _COVERED for f in _rel_files(study, sub)
+               if f.suffix != ".log"}
+    for rel in sorted(on_disk - set(manifest["files"])):
+        problems.append(f"{rel}: file added (not in {MANIFEST})")
+    if manifest.get("schema") == RUN_SCHEMA:  # a model's run directory (not cross_model/)
+        problems += _check_metadata(study, manifest)
+    if key is not None:
+        meta = {k: v for k, v in manifest.items() if k not in ("files", "auth")}
+        problems += check_record(key, manifest.get("auth"), meta, manifest["files"], MANIFEST)
     return problems
+
+
+def _check_metadata(study: Path, manifest: dict[str, Any]) -> list[str]:
+    try:
+        facts = _study_facts(study)
+    except (BenchError, OSError, ValueError, KeyError):
+        return ["metrics/rollout_metrics.parquet: unreadable; metadata cannot be checked"]
+    out = [f"metadata field '{k}' does not match the study's data"
+           for k in _DERIVED if manifest.get(k) != facts[k]]
+    if manifest.get("simulated_agent") != ("sim" in facts["backends"]):
+        out.append("metadata field 'simulated_agent' does not match the study's data")
+    return out
 
 
 def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
@@ -190,6 +258,6 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
 
 
 def require_verified(study: str | Path) -> None:
-    problems = verify(study)
+    problems = verify(study, load_key(Path(study)))
     if problems:
         raise VerifyError(f"{len(problems)} mismatch(es); first: {problems[0]}", file=str(study))

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from containmentbench.canonical import derive_rng
 from containmentbench.errors import BenchError
@@ -65,15 +64,26 @@ class SimProfile:
         return prof
 
 
+def _packaged_profiles() -> dict[str, Any]:
+    """The packaged profiles: plain YAML without interpolation, read with libyaml rather than
+    OmegaConf (whose import alone cost every sim rollout job ~0.1 s; a test checks that both
+    readers give the same mapping)."""
+    import yaml
+
+    text = resources.files("containmentbench.models").joinpath("sim_profiles.yaml").read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_profile(name_or_path: str) -> SimProfile:
     """A named profile from the packaged ``sim_profiles.yaml`` or a YAML file of one profile."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
+        from omegaconf import OmegaConf  # user files may use interpolation
+
         if not p.exists():
             raise BenchError("sim profile file not found", file=str(p), field="sim_profile")
         return SimProfile.from_mapping(p.stem, OmegaConf.to_container(OmegaConf.load(p)), str(p))
-    text = resources.files("containmentbench.models").joinpath("sim_profiles.yaml").read_text()
-    allp = OmegaConf.to_container(OmegaConf.create(text))
+    allp = _packaged_profiles()
     if name_or_path not in allp:
         raise BenchError(f"unknown sim profile '{name_or_path}' (known: {', '.join(allp)})",
                          field="sim_profile")

@@ -57,8 +57,17 @@ class Job:
     shards: tuple[Shard, ...]
 
 
+@dataclass(frozen=True)
+class _Ref:
+    id: str
+    stage: str
+
+
 def model_label(data: dict[str, Any]) -> str:
     """The model name recorded in traces (sim runs carry their profile)."""
+    adapter = data["study"].get("adapter") or {}
+    if adapter.get("name") and adapter.get("pipeline") == "ground_truth":
+        return f"{adapter['name']}-ground_truth"  # no model: the benchmark's ground truth
     if data["backend"]["name"] == "sim":
         return f"sim:{data['model']['sim_profile']}"
     return data["model"]["name"]
@@ -87,10 +96,15 @@ def cross_model_dir(data: dict[str, Any]) -> Path:
 
 
 def shards(data: dict[str, Any]) -> list[Shard]:
-    from containmentbench.scenarios.manifest import load_suite
+    from containmentbench.scenarios.manifest import suite_index
 
     study = data["study"]
-    scen = load_suite(study["suite"])
+    if (study.get("adapter") or {}).get("name"):  # an external benchmark (paper 000 §6.4)
+        from containmentbench.adapters.study import adapter_shards
+        return adapter_shards(data)
+    # ids and stages only: every rollout job plans the study, and validating all 504
+    # scenarios there cost more than most shards' own work
+    scen = [_Ref(sid, st) for st, sid in suite_index(study["suite"])]
     wanted = set(study.get("scenarios") or [])
     if wanted:
         missing = sorted(wanted - {s.id for s in scen})

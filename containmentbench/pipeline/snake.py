@@ -79,6 +79,7 @@ class Study:
         self.suite = self.data["study"]["suite"]
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
+        self.adapter = (self.data["study"].get("adapter") or {}).get("name")  # §6.4 studies
         self.backends = {r["backend"]["name"] for r in self.runs}
         self.models = [model_slug(r) for r in self.runs]
         self._run = dict(zip(self.models, self.runs, strict=True))
@@ -90,6 +91,10 @@ class Study:
             self.jobs[slug] = jobs(data, sh)
         self._by_id = {s.id: s for s in self.shards}
         if main_process:
+            if not dryrun:  # a dry run reports and changes nothing (bytes and mtimes)
+                from containmentbench.pipeline.locks import handle_stale_locks
+
+                handle_stale_locks()
             for data in self.runs:
                 if not dryrun:
                     save_resolved(data, run_dir(data) / "config.yaml")
@@ -203,34 +208,58 @@ class Study:
 
     # ------------------------------------------------------------------ pre-flight
 
+    # outputs computed from every shard of a run: when a shard is redone they must be rebuilt
+    # in the same run (Snakemake does not look upstream of a finished study's present outputs)
+    DERIVED = ("metrics/rollout_metrics.parquet", "reparse/summary.json",
+               "reparse/reparse.parquet", "analysis.json", "MANIFEST.json")
+
     def quarantine_corrupt(self, data: dict[str, Any], report_only: bool = False) -> list[str]:
-        """A finished shard whose bytes no longer match its checksums is reported and moved
-        to ``quarantine/`` (kept, never deleted) so the DAG redoes it."""
+        """A finished shard whose bytes no longer match its checksums (or whose
+        ``SHA256SUMS`` is empty or malformed) is reported and moved to ``quarantine/`` (kept,
+        never deleted) so the DAG redoes it; when any shard of the run is missing, the
+        outputs derived from all shards are moved aside too, so they are rebuilt in the same
+        run. A dry run only reports."""
         moved = []
         root = run_dir(data)
-        for s in shards(data):
+        run_shards = shards(data)
+        for s in run_shards:
             d = root / "traces" / s.id
             if not (d / CHECKSUMS).exists():
                 continue
             bad = verify_shard(d)
             if not bad:
                 continue
+            what = ", ".join(Path(b).name for b in bad)
             if report_only:
-                print(f"containmentbench: corrupt shard {s.id}; a real run redoes it",
+                print(f"containmentbench: corrupt shard {s.id} ({what}); a real run "
+                      f"quarantines it and redoes it with everything downstream",
                       file=sys.stderr)
                 moved.append(s.id)
                 continue
-            n = 0
-            while (target := root / "quarantine" / f"{s.id}.{n}").exists():
-                n += 1
+            target = _free(root / "quarantine" / s.id)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(d, target)
-            print(f"containmentbench: corrupt shard {s.id} ({', '.join(Path(b).name for b in bad)}"
-                  f" differ from {CHECKSUMS}); moved to {target}; it will be redone",
-                  file=sys.stderr)
+            print(f"containmentbench: corrupt shard {s.id} ({what} does not match "
+                  f"{CHECKSUMS}); moved to {target}; it will be redone", file=sys.stderr)
             moved.append(s.id)
+        missing = any(not (root / "traces" / s.id / CHECKSUMS).exists() for s in run_shards)
+        if missing and not report_only:
+            self.set_aside_derived(root)
         return moved
 
+    def set_aside_derived(self, root: Path) -> Path | None:
+        """Move a run's present all-shard outputs to ``quarantine/derived.<n>/`` (kept)."""
+        present = [rel for rel in self.DERIVED if (root / rel).is_file()]
+        if not present:
+            return None
+        target = _free(root / "quarantine" / "derived")
+        for rel in present:
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(root / rel, target / rel)
+        print(f"containmentbench: shards are missing or were quarantined; {len(present)} "
+              f"derived output(s) moved to {target} so this run rebuilds them",
+              file=sys.stderr)
+        return target
 
     def withdraw_stale_jobs(self, data: dict[str, Any], report_only: bool = False
                             ) -> list[str]:
@@ -249,8 +278,43 @@ class Study:
         return out
 
 
+def _free(base: Path) -> Path:
+    n = 0
+    while (cand := base.with_name(f"{base.name}.{n}")).exists():
+        n += 1
+    return cand
+
+
+# Snakemake options that only inspect (dry run, summaries, graphs, lint, unlock, touch):
+# ``workflow.dryrun`` is still False while the Snakefile is parsed (the executor is chosen
+# later), so the pre-flight reads the command line to change nothing for these.
+INSPECT_ONLY = {"--dry-run", "--dryrun", "--touch", "--summary", "--detailed-summary",
+                "--list-rules", "--list", "--list-target-rules", "--lt", "--dag", "--rulegraph",
+                "--filegraph", "--d3dag", "--lint", "--unlock", "--list-changes", "--lc",
+                "--list-input-changes", "--li", "--list-params-changes", "--lp",
+                "--list-code-changes", "--list-untracked", "--lu", "--cleanup-metadata",
+                "--cm", "--delete-all-output", "--delete-temp-output", "--archive",
+                "--print-compilation", "--export-cwl", "--report", "--containerize",
+                "--generate-unit-tests", "--conda-create-envs-only", "--create-envs-only"}
+_NO_VALUE_SHORT = set("npqrFfktTS")
+
+
+def inspect_only(argv: Sequence[str]) -> bool:
+    """Whether a Snakemake command line only inspects (``-n``, ``-np``, ``--dag`` ...)."""
+    for a in argv:
+        if a == "--":
+            break
+        if a.split("=", 1)[0] in INSPECT_ONLY:
+            return True
+        if len(a) > 1 and a[0] == "-" and a[1] != "-" and a[1:].isalpha() \
+                and set(a[1:]) <= _NO_VALUE_SHORT and set(a[1:]) & {"n", "t"}:
+            return True
+    return False
+
+
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:
     """Build the study or exit with a one-line error (exit 2) before any job is submitted."""
+    dryrun = dryrun or inspect_only(sys.argv[1:])
     try:
         return Study(config, main_process, dryrun)
     except BenchError as exc:

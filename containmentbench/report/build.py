@@ -30,6 +30,7 @@ from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
+from containmentbench.integrity.outdir import check_out, clean_leftovers, commit_dir
 from containmentbench.progress import progress
 from containmentbench.report import html as H
 from containmentbench.report import tracepage
@@ -101,6 +102,7 @@ class Report:
                  before_freeze: bool = False) -> None:
         self.run = RunDir(run_dir)
         self.out = Path(out) if out else self.run.path / "report"
+        self.force = False
         self.hashes = None if before_freeze else _check_frozen(self.run)
         mp = self.run.path / "metrics" / "rollout_metrics.parquet"
         if not mp.exists():
@@ -296,6 +298,7 @@ class Report:
         self.drilldown()
         self.cases()
         self.rollouts()
+        clean_leftovers(self.out)  # half-written folders of killed builds (ours)
         tmp = self.out.with_name(f".{self.out.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         for rel, text in sorted(self.files.items()):
@@ -305,22 +308,25 @@ class Report:
         for f in sorted((self.run.path / "figures").glob("*.png")):
             (tmp / "figures").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, tmp / "figures" / f.name)
-        _replace_dir(tmp, self.out)
+        # never deletes: a foreign folder is refused, an identical report kept, a different
+        # one replaced only with force and moved aside (integrity/outdir.py)
+        commit_dir(tmp, self.out, "report", self.force, identical=_same_tree)
         return self.out / "index.html"
 
 
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Swap the finished report into place (a failed build leaves the old one intact)."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+def _same_tree(new: Path, old: Path) -> bool:
+    def files(d: Path) -> dict[str, bytes]:
+        return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+                if p.is_file() and not p.name.startswith(".")}
+    return files(new) == files(old)
 
 
 def build_report(run_dir: str | Path, out: str | Path | None = None,
-                 before_freeze: bool = False) -> Path:
-    return Report(run_dir, out, before_freeze).build()
+                 before_freeze: bool = False, force: bool = False) -> Path:
+    report = Report(run_dir, out, before_freeze)
+    report.force = force
+    check_out(report.out, "report", force)  # before any work: nothing written on refusal
+    return report.build()
 
 
 def linked_rollouts(index_html: Iterable[str]) -> list[str]:

@@ -40,7 +40,13 @@ FORBIDDEN = {
     "script or javascript: payload": re.compile(r"(?i)<script\b|javascript:"),
     "html comment": re.compile(r"<!--"),
 }
-_EVENT_TEXT = ["rollout_id", "target", "args", "text", "evidence"]
+_EVENT_TEXT = ["rollout_id", "kind", "target", "args", "text", "evidence"]
+# Events whose text the model wrote (or that carry what it wrote). A domain there is an
+# outcome of the rollout, not a property of the release: the sandbox delivers nothing, and a
+# completion cut off at max_tokens can end mid-address ("...@office.loca").
+MODEL_AUTHORED = frozenset({"model_call", "proposal", "invalid_tool", "parse_error",
+                            "dropped_call", "decision", "confirm_request", "commit",
+                            "rollback", "message", "memory_write", "final_answer"})
 
 
 def _domain_local(domain: str) -> bool:
@@ -55,12 +61,15 @@ def _scenario_texts(suite: str) -> Iterator[tuple[str, str]]:
             yield f"scenarios/{suite}/{p.name}:{i}", line
 
 
-def _trace_texts(run: RunDir) -> Iterator[tuple[str, str]]:
+def _trace_texts(run: RunDir, *, environment_only: bool = False
+                 ) -> Iterator[tuple[str, str]]:
     for shard in run.shards:
         rel = shard.relative_to(run.path).as_posix()
         t = pq.read_table(shard / "events.parquet", columns=_EVENT_TEXT).to_pylist()
         for r in t:
-            for col in _EVENT_TEXT[1:]:
+            if environment_only and r["kind"] in MODEL_AUTHORED:
+                continue
+            for col in _EVENT_TEXT[2:]:
                 if r[col]:
                     yield f"{rel}:{r['rollout_id']}:{col}", r[col]
 
@@ -106,12 +115,15 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
     out.append(_row("synthetic canaries", "scenarios, traces", n + m, bad + bad2,
                     "canaries match CB-CANARY-<10 hex>"))
 
-    # 2. local-only recipients: every e-mail domain and URL host is reserved-local
+    # 2. local-only recipients: every e-mail domain and URL host the benchmark writes
+    # (scenarios, and the environment's side of the traces) is reserved-local. Model-written
+    # text is excluded: what a model addresses is a measured outcome, never delivered.
     def nonlocal_(t: str) -> list[str]:
         return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
-    n, bad = _scan(scen + traces + released, nonlocal_)
-    out.append(_row("local-only domains", "scenarios, traces, case studies", n, bad,
-                    "domains end in " + ", ".join(LOCAL_TLDS)))
+    n, bad = _scan(scen + list(_trace_texts(run, environment_only=True)), nonlocal_)
+    out.append(_row("local-only domains", "scenarios, environment trace events", n, bad,
+                    "domains end in " + ", ".join(LOCAL_TLDS)
+                    + "; model-written text is an outcome and is not checked"))
 
     # 3. no forbidden payload markers in released scenarios and case studies
     def markers(t: str) -> list[str]:

@@ -140,7 +140,10 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
               f"not written", file=sys.stderr)
         return False
     tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)
-    write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)})
+    # force: a stale shard (finished under another key) is replaced and kept aside, never
+    # deleted (integrity/outdir.py)
+    write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)},
+                force=True)
     marker.unlink(missing_ok=True)
     return True
 

@@ -67,17 +67,36 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if not path.exists():
         raise BenchError(f"no {MANIFEST} in {directory}", file=str(path))
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValidationError("not UTF-8 text", file=str(path)) from None
+    except RecursionError:
+        raise ValidationError("JSON nested too deeply", file=str(path)) from None
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno)
+        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
+                              line=exc.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), dict) or \
+            not isinstance(data.get("scenarios"), dict):
+        raise ValidationError("expected an object with 'stages' and 'scenarios' objects",
+                              file=str(path))
+    return data
+
+
+def _lines(fh: Any, path: Path) -> Any:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, start=1):  # noqa: B007 (lineno used below)
+            yield lineno, line
+    except UnicodeDecodeError:
+        raise ValidationError("not UTF-8 text", file=str(path), line=lineno + 1) from None
 
 
 def read_stage(path: Path) -> list[Scenario]:
     """Parse and validate one stage file; errors name file, line and field."""
     out: list[Scenario] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:
@@ -85,11 +104,18 @@ def read_stage(path: Path) -> list[Scenario]:
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
                                       line=lineno) from None
+            except RecursionError:
+                raise ValidationError("JSON nested too deeply", file=str(path),
+                                      line=lineno) from None
             try:
                 sc = Scenario.from_dict(record)
             except ValidationError as exc:
                 raise ValidationError(exc.detail, file=str(path), line=lineno,
                                       field=exc.field) from None
+            except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+                # a value the typed checks let through: still one line, file and line
+                raise ValidationError(f"malformed record ({type(exc).__name__}: {exc})",
+                                      file=str(path), line=lineno) from None
             if sc.id in seen:
                 raise ValidationError(f"duplicate scenario id '{sc.id}'", file=str(path),
                                       line=lineno, field="id")
@@ -150,15 +176,60 @@ def suite_dir(suite: str | Path) -> Path:
                      f"{', '.join(str(r) for r in roots)})", field="suite")
 
 
-def load_suite(suite: str | Path, stage: str | None = None) -> list[Scenario]:
-    """All validated scenarios of a suite (optionally one stage), in manifest order."""
+# Parsed stage files of this process: path -> (signature, scenarios). A rollout job runs many
+# shards of one suite and the metrics need every scenario, so each stage file is validated
+# once per process; the signature (size, mtime and inode) makes an edited or regenerated file
+# parse afresh. ``suite_index`` serves the planner the ids alone, without validation.
+_STAGES: dict[str, tuple[tuple[int, int, int], tuple[Scenario, ...]]] = {}
+_INDEX: dict[str, tuple[tuple[int, int, int], tuple[str, ...]]] = {}
+
+
+def _signature(path: Path) -> tuple[int, int, int]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise BenchError("stage file missing", file=str(path)) from None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _stage_cached(path: Path) -> tuple[Scenario, ...]:
+    key, sig = str(path.resolve()), _signature(path)
+    hit = _STAGES.get(key)
+    if hit is None or hit[0] != sig:
+        hit = _STAGES[key] = (sig, tuple(read_stage(path)))
+    return hit[1]
+
+
+def _stage_ids(path: Path) -> tuple[str, ...]:
+    key, sig = str(path.resolve()), _signature(path)
+    hit = _INDEX.get(key)
+    if hit is None or hit[0] != sig:
+        with open(path, "rb") as fh:
+            ids = tuple(json.loads(line)["id"] for line in fh if line.strip())
+        hit = _INDEX[key] = (sig, ids)
+    return hit[1]
+
+
+def _stages(suite: str | Path, stage: str | None) -> list[tuple[str, Path]]:
     directory = suite_dir(suite)
     manifest = read_manifest(directory)
-    out: list[Scenario] = []
-    for st in STAGES:
-        if st not in manifest["stages"] or (stage is not None and st != stage):
-            continue
-        out.extend(read_stage(directory / manifest["stages"][st]["file"]))
     if stage is not None and stage not in manifest["stages"]:
         raise BenchError(f"suite '{suite}' has no stage '{stage}'", field="stage")
+    return [(st, directory / manifest["stages"][st]["file"]) for st in STAGES
+            if st in manifest["stages"] and (stage is None or st == stage)]
+
+
+def load_suite(suite: str | Path, stage: str | None = None) -> list[Scenario]:
+    """All validated scenarios of a suite (optionally one stage), in manifest order
+    (cached per process; Scenario objects are immutable, the list is a fresh copy)."""
+    out: list[Scenario] = []
+    for _, path in _stages(suite, stage):
+        out.extend(_stage_cached(path))
     return out
+
+
+def suite_index(suite: str | Path) -> list[tuple[str, str]]:
+    """``(stage, scenario id)`` of every scenario in manifest order, read without validating
+    the records: what the shard planner needs (each rollout validates its own scenarios with
+    ``load_suite``, and the ``scenarios`` rule checks the whole suite first)."""
+    return [(st, sid) for st, path in _stages(suite, None) for sid in _stage_ids(path)]

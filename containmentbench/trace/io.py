@@ -7,7 +7,6 @@ and a finished shard is never overwritten by a failed run.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,12 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import SchemaError
+from containmentbench.integrity.outdir import (
+    check_out,
+    clean_leftovers,
+    commit_dir,
+    tmp_path,
+)
 from containmentbench.trace.schema import SCHEMA_VERSION, TABLES
 
 CHECKSUMS = "SHA256SUMS"
@@ -97,57 +102,108 @@ def read_table(path: str | Path, name: str, columns: list[str] | None = None) ->
     return pf.read(columns=columns)
 
 
-def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table],
-                *, extra: Mapping[str, bytes] | None = None) -> Path:
+def _same_shard(new: Path, old: Path) -> bool:
+    """Two shards hold the same traces (wall-clock ``timings.parquet`` aside)."""
+    def sums(d: Path) -> list[str] | None:
+        try:
+            lines = (d / CHECKSUMS).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return sorted(ln for ln in lines if not ln.endswith(" timings.parquet"))
+    a, b = sums(new), sums(old)
+    return a is not None and a == b and not verify_shard(old)
+
+
+def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table], *,
+                extra: Mapping[str, bytes] | None = None, force: bool = False) -> Path:
     """Write a shard's tables atomically with a checksum sidecar; returns the final folder.
 
-    The files go to ``<out_dir>.tmp-<pid>`` first; the folder is renamed into place only when
-    every file and ``SHA256SUMS`` are written. An existing finished shard is replaced only by
-    a complete new one (never left half-written). ``extra`` files (name -> bytes, e.g. the
-    shard's key record) are written and checksummed with the tables."""
+    The files go to ``.<name>.tmp-<pid>`` first; the folder is put in place only when every
+    file and ``SHA256SUMS`` are written (integrity.outdir.commit_dir: an identical existing
+    shard is kept, a different one is replaced only with ``force`` and then moved aside,
+    never deleted; a folder that is not a shard is refused). Leftovers of a killed earlier
+    run are cleaned first. ``extra`` files (name -> bytes, e.g. the shard's key record) are
+    written and checksummed with the tables."""
     out = Path(out_dir)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists() and not verify_shard(d))
+    check_out(out, "shard", force)
+    tmp = tmp_path(out)
     tmp.mkdir(parents=True)
-    sums = []
-    for name, table in tables.items():
-        p = tmp / f"{name}.parquet"
-        write_table(p, name, table)
-        sums.append(f"{sha256_file(p)}  {name}.parquet")
-    for fname, payload in (extra or {}).items():
-        (tmp / fname).write_bytes(payload)
-        sums.append(f"{sha256_file(tmp / fname)}  {fname}")
-    (tmp / CHECKSUMS).write_text("\n".join(sorted(sums, key=lambda s: s.split()[1])) + "\n")
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, out)
+    try:
+        sums = []
+        for name, table in tables.items():
+            p = tmp / f"{name}.parquet"
+            write_table(p, name, table)
+            sums.append(f"{sha256_file(p)}  {name}.parquet")
+        for fname, payload in (extra or {}).items():
+            (tmp / fname).write_bytes(payload)
+            sums.append(f"{sha256_file(tmp / fname)}  {fname}")
+        (tmp / CHECKSUMS).write_text("\n".join(sorted(sums, key=lambda s: s.split()[1]))
+                                     + "\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    commit_dir(tmp, out, "shard", force, identical=_same_shard)
+    return out
+
+
+def read_checksums(shard: str | Path) -> list[tuple[str, str]]:
+    """``(digest, name)`` pairs of a shard's ``SHA256SUMS``; a malformed or empty file is a
+    one-line error (a shard with no sums is never "done")."""
+    sums = Path(shard) / CHECKSUMS
+    try:
+        text = sums.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError("not UTF-8 text", file=str(sums)) from None
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2 or len(parts[0]) != 64 or "/" in parts[1] or parts[1] in (".", ".."):
+            raise SchemaError("expected '<sha256>  <file name>'", file=str(sums), line=i)
+        out.append((parts[0], parts[1]))
+    if not out:
+        raise SchemaError("empty checksum list", file=str(sums))
     return out
 
 
 def verify_shard(shard: str | Path) -> list[str]:
-    """Names of files in a shard whose bytes no longer match ``SHA256SUMS`` (or are missing)."""
+    """Names of files in a shard whose bytes no longer match ``SHA256SUMS`` (or are missing).
+    A missing, empty or malformed ``SHA256SUMS`` marks the shard itself as bad, as does a
+    ``rollouts.parquet`` the sums do not list."""
     shard = Path(shard)
     sums = shard / CHECKSUMS
     if not sums.exists():
         return [str(sums)]
+    try:
+        pairs = read_checksums(shard)
+    except SchemaError:
+        return [str(sums)]
     bad = []
-    for line in sums.read_text().splitlines():
-        digest, name = line.split(maxsplit=1)
+    for digest, name in pairs:
         p = shard / name
-        if not p.exists() or sha256_file(p) != digest:
+        if not p.is_file() or sha256_file(p) != digest:
             bad.append(str(p))
+    if "rollouts.parquet" not in {n for _, n in pairs} and (shard / "rollouts.parquet").exists():
+        bad.append(str(shard / "rollouts.parquet"))
     return bad
 
 
-def shard_dirs(root: str | Path) -> list[Path]:
-    """Every finished shard folder (one holding ``SHA256SUMS``) below ``root``, sorted."""
-    return sorted(p.parent for p in Path(root).rglob(CHECKSUMS)
-                  if not p.parent.name.startswith("."))
+def shard_dirs(root: str | Path, verify: bool = True) -> list[Path]:
+    """Every finished shard folder (one holding ``SHA256SUMS``) below ``root``, sorted.
+    With ``verify`` (the default for every reader) a shard whose files do not match its
+    ``SHA256SUMS``, or whose ``SHA256SUMS`` is empty or malformed, is a one-line error: a
+    measurement is never computed from a damaged shard."""
+    out = sorted(p.parent for p in Path(root).rglob(CHECKSUMS)
+                 if not any(part.startswith(".") for part in
+                            p.parent.relative_to(root).parts))
+    if verify:
+        for d in out:
+            bad = verify_shard(d)
+            if bad:
+                raise SchemaError(f"shard does not match its {CHECKSUMS} (damaged or "
+                                  f"unfinished; `snakemake` quarantines and redoes it)",
+                                  file=bad[0])
+    return out
 
 
 def read_shards(root: str | Path, name: str, columns: list[str] | None = None

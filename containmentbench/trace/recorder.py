@@ -41,10 +41,11 @@ class Recorder:
             links: Sequence[Link] = (), labels: Iterable[str] = (), **fields: Any) -> int:
         """Append one node; ``flows`` propagate taint, ``links`` are structural or audit."""
         seq = len(self.events)
-        lab = set(labels)
+        own = frozenset(labels)
         edges = self.edges
+        parents = []
         for parent, ekind in flows:
-            lab |= self.labels[parent]
+            parents.append(self.labels[parent])
             edges.append((parent, seq, ekind, True))
         for parent, ekind in links:
             edges.append((parent, seq, ekind, False))
@@ -60,7 +61,14 @@ class Recorder:
             fields.setdefault("delegation_parent_id", agent.delegation_parent_id)
             fields.setdefault("principal_id", agent.principal_id)
             fields.setdefault("binding", "bound" if agent.delegation_id else "unbound")
-        frozen = frozenset(lab)
+        # the union of own and inherited labels; a node with one parent and no labels of its
+        # own shares the parent's set (same value, no copy: most nodes are like this)
+        if not parents:
+            frozen = own
+        elif len(parents) == 1 and not own:
+            frozen = parents[0]
+        else:
+            frozen = own.union(*parents)
         self.labels.append(frozen)
         fields["seq"] = seq
         fields["kind"] = kind
@@ -74,21 +82,25 @@ class Recorder:
         return is_tainted(self.labels[seq])
 
     def columns(self, names: Sequence[str]) -> dict[str, list[Any]]:
-        """Event columns in schema order (labels and trust filled from the label sets)."""
+        """Event columns in schema order (labels and trust filled from the label sets).
+        Built column by column (one comprehension per column rather than a branch per
+        event and column: this ran once per event in every shard write)."""
         rid = self.rollout_id
-        cols: dict[str, list[Any]] = {n: [] for n in names}
-        for ev, lab in zip(self.events, self.labels):
-            for n in names:
-                if n == "rollout_id":
-                    cols[n].append(rid)
-                elif n == "event_id":
-                    cols[n].append(f"{rid}:{ev['seq']}")
-                elif n == "labels":
-                    cols[n].append(sorted(lab))
-                elif n == "trust":
-                    cols[n].append("untrusted" if is_tainted(lab) else "trusted")
-                else:
-                    cols[n].append(ev.get(n))
+        evs = self.events
+        cols: dict[str, list[Any]] = {}
+        for n in names:
+            if n == "rollout_id":
+                cols[n] = [rid] * len(evs)
+            elif n == "event_id":
+                cols[n] = [f"{rid}:{ev['seq']}" for ev in evs]
+            elif n == "labels":
+                memo: dict[frozenset[str], list[str]] = {}  # label sets repeat along a chain
+                cols[n] = [memo[lab] if lab in memo else memo.setdefault(lab, sorted(lab))
+                           for lab in self.labels]
+            elif n == "trust":
+                cols[n] = ["untrusted" if is_tainted(lab) else "trusted" for lab in self.labels]
+            else:
+                cols[n] = [ev.get(n) for ev in evs]
         return cols
 
     def edge_columns(self) -> dict[str, list[Any]]:

@@ -40,7 +40,7 @@ def test_chain_formula_independently(rollout_store):
         h = hashlib.sha256(h.encode() + canonical_event(rows[i])).hexdigest()
         assert t.column("chain_hash")[i].as_py() == h
     assert chain_hashes(t.drop_columns(["chain_hash"])) == t.column("chain_hash").to_pylist()
-    assert verify_chain(s.root, s.files, _heads(s)) is None
+    assert verify_chain(s.root, s.files, _heads(s)) == []
 
 
 def test_edited_event_is_named(rollout_store, tmp_path):
@@ -52,8 +52,8 @@ def test_edited_event_is_named(rollout_store, tmp_path):
     col[i] = "doc-forged"
     _rewrite(s.root / rel, t.set_column(t.schema.get_field_index("resource_id"), "resource_id",
                                         pa.array(col, pa.string())))
-    brk = verify_chain(s.root, s.files, _heads(s))
-    assert brk is not None and brk.event_id == victim and brk.row == i and brk.file == rel
+    brk = verify_chain(s.root, s.files, _heads(s))[0]
+    assert brk.event_id == victim and brk.row == i and brk.file == rel
     assert main(["cim", "verify-chain", "--store", str(s.root)]) == 1
 
 
@@ -63,16 +63,16 @@ def test_deleted_event_breaks_the_next(rollout_store, tmp_path):
     nxt = t.column("event_id")[5].as_py()
     keep = pc.not_equal(pa.array(range(t.num_rows)), 4)
     _rewrite(s.root / rel, t.filter(keep))
-    brk = verify_chain(s.root, s.files, _heads(s))
-    assert brk is not None and brk.event_id == nxt
+    brk = verify_chain(s.root, s.files, _heads(s))[0]
+    assert brk.event_id == nxt
 
 
 def test_truncation_caught_by_manifest_head(rollout_store, tmp_path):
     s, rel = _copy(rollout_store, tmp_path)
     t = pq.read_table(s.root / rel)
     _rewrite(s.root / rel, t.slice(0, t.num_rows - 2))
-    brk = verify_chain(s.root, s.files, _heads(s))
-    assert brk is not None and "head" in brk.reason
+    brk = verify_chain(s.root, s.files, _heads(s))[0]
+    assert "head" in brk.reason
 
 
 def test_unchained_store_is_bad_input(hand_store, capsys):

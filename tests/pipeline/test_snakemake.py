@@ -26,7 +26,7 @@ def test_cluster_dry_run_gpu_on_rollouts_only(tmp_path):
     out = res.stdout + res.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M))
     # one GPU job per seed (cluster.rollout_group=seed): 5 engine loads, not 140
-    assert counts["rollout"] == "5" and counts["total"] == "13"  # + cases, report
+    assert counts["rollout"] == "5" and counts["total"] == "14"  # + cases, report, audit
     blocks = re.split(r"\n(?=rule |localrule )", out)
     seen = {"rollout": 0, "other": 0}
     for b in blocks:
@@ -48,7 +48,9 @@ def test_cluster_dry_run_gpu_on_rollouts_only(tmp_path):
 def test_bad_config_fails_before_any_job(tmp_path):
     res = _run(tmp_path, "-n", "--config", "study=smoke", "overrides=[study.shard_size=abc]")
     assert res.returncode == 2
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    # Snakemake's own notice that it applies profiles/default (rerun-incomplete) aside
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()
+             and not ln.startswith("Using workflow specific profile")]
     assert lines == ["containmentbench: error: field 'study.shard_size': invalid "
                      "configuration: Value 'abc' of type 'str' could not be converted to "
                      "Integer"]

@@ -68,7 +68,9 @@ def test_audit_fails_on_a_real_domain(run_dir, tmp_path, capsys):
     ev = sorted((copy / "traces").rglob("events.parquet"))[0]
     t = pq.read_table(ev)
     text = t.column("text").to_pylist()
-    i = next(k for k, x in enumerate(text) if x)
+    kinds = t.column("kind").to_pylist()
+    # an environment-side event (what the benchmark wrote), not model-written text
+    i = next(k for k, x in enumerate(text) if x and kinds[k] in ("source", "tool_result"))
     text[i] = text[i] + " cc someone@gmail.com"
     t = t.set_column(t.schema.get_field_index("text"), "text", pa.array(text, pa.string()))
     pq.write_table(t, ev)
@@ -82,3 +84,23 @@ def test_audit_fails_on_a_real_domain(run_dir, tmp_path, capsys):
     # the edited shard no longer matches its checksums either
     row = audit.filter(pl.col("check") == "component-manifest consistency").row(0, named=True)
     assert row["status"] == "fail"
+
+
+def test_audit_ignores_domains_the_model_wrote(run_dir, tmp_path):
+    """A model's own text is an outcome: a completion cut off at max_tokens mid-address
+    ('...@office.loca') or a model addressing a real domain is not a release violation."""
+    from containmentbench.report.integrity import audit
+    from containmentbench.report.rundir import RunDir
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    ev = sorted((copy / "traces").rglob("events.parquet"))[0]
+    t = pq.read_table(ev)
+    text = t.column("text").to_pylist()
+    kinds = t.column("kind").to_pylist()
+    i = next(k for k, x in enumerate(text) if x and kinds[k] == "model_call")
+    text[i] = text[i] + " to assistant@atlas-events-office.loca"
+    t = t.set_column(t.schema.get_field_index("text"), "text", pa.array(text, pa.string()))
+    pq.write_table(t, ev)
+    row = audit(RunDir(copy)).filter(pl.col("check") == "local-only domains").row(0, named=True)
+    assert row["status"] == "pass", row

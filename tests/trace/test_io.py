@@ -3,11 +3,13 @@ written atomically with a checksum sidecar."""
 
 from __future__ import annotations
 
+import shutil
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from containmentbench.errors import SchemaError
+from containmentbench.errors import BenchError, SchemaError
 from containmentbench.trace.io import read_table, to_table, verify_shard, write_shard
 
 
@@ -81,3 +83,55 @@ def test_failed_write_keeps_finished_shard(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         write_shard(tmp_path / "s", {"edges": _edges(5)})
     assert (shard / "edges.parquet").read_bytes() == before and verify_shard(shard) == []
+
+
+# ------------------------------------------------------------------ never delete (issue 11)
+
+
+def test_rewrite_identical_keeps_old_different_needs_force(tmp_path):
+    shard = write_shard(tmp_path / "s", {"edges": _edges()})
+    mtime = (shard / "edges.parquet").stat().st_mtime_ns
+    write_shard(tmp_path / "s", {"edges": _edges()})  # identical: kept as it was
+    assert (shard / "edges.parquet").stat().st_mtime_ns == mtime
+    with pytest.raises(BenchError, match="--force"):
+        write_shard(tmp_path / "s", {"edges": _edges(5)})
+    assert verify_shard(shard) == [] and (shard / "edges.parquet").stat().st_mtime_ns == mtime
+    write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
+    aside = tmp_path / ".s.replaced-0"
+    assert verify_shard(aside) == [] and verify_shard(shard) == []  # old kept, new in place
+    assert [p.name for p in tmp_path.glob(".s.tmp-*")] == []
+
+
+def test_foreign_folder_is_refused(tmp_path):
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "MANIFEST.json").write_text("{}")
+    for force in (False, True):
+        with pytest.raises(BenchError, match="not a shard output"):
+            write_shard(study, {"edges": _edges()}, force=force)
+    assert [p.name for p in study.iterdir()] == ["MANIFEST.json"]
+
+
+def test_crash_leftovers_are_cleaned_on_the_next_run(tmp_path, monkeypatch):
+    import containmentbench.integrity.outdir as outdir
+
+    old = write_shard(tmp_path / "a", {"edges": _edges()})
+    # a killed writer's half-written folder, and a complete one (the old shard after a swap)
+    (tmp_path / ".s.tmp-99999").mkdir()
+    (tmp_path / ".s.tmp-99999" / "edges.parquet").write_bytes(b"half")
+    shutil.copytree(old, tmp_path / ".s.tmp-99998")
+    write_shard(tmp_path / "s", {"edges": _edges()})
+    assert not (tmp_path / ".s.tmp-99999").exists()           # incomplete: ours, removed
+    assert verify_shard(tmp_path / ".s.replaced-0") == []      # complete: kept aside
+    # without an atomic exchange the two renames still never lose the old shard
+    monkeypatch.setattr(outdir, "_exchange", lambda a, b: False)
+    write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
+    assert verify_shard(tmp_path / ".s.replaced-1") == [] and verify_shard(tmp_path / "s") == []
+
+
+@pytest.mark.parametrize("text", ["", "\n", "abc\n", "0" * 64 + "\n", "0" * 64 + "  ../x\n",
+                                  b"\xff\xfe".decode("latin-1")])
+def test_empty_or_malformed_checksums_are_never_done(tmp_path, text):
+    shard = write_shard(tmp_path / "s", {"edges": _edges()})
+    (shard / "SHA256SUMS").write_text(text)
+    assert verify_shard(shard) == [str(shard / "SHA256SUMS")]

@@ -19,4 +19,4 @@ rule analysis:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} --reparse {input.reparse} > {log} 2>&1"
+        "containmentbench analyze {input.metrics:q} --out {params.out:q} --config {params.config:q} --reparse {input.reparse:q} > {log:q} 2>&1"

@@ -2,15 +2,16 @@ rule freeze:
     input:
         rules.analysis.output[0],
         rules.report.output,
+        rules.audit.output,
     output:
         S.path("MANIFEST.json"),
     log:
         S.path("logs", "freeze.log"),
     params:
-        study=lambda w, input: os.path.dirname(input[0]),
+        study=lambda w, input: os.path.dirname(input[0]),  # analysis.json's folder
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "(containmentbench freeze {params.study} && containmentbench verify {params.study}) > {log} 2>&1"
+        "(containmentbench freeze {params.study:q} && containmentbench verify {params.study:q}) > {log:q} 2>&1"

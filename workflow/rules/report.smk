@@ -19,7 +19,7 @@ rule cases:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench cases {params.run} > {log} 2>&1"
+        "containmentbench cases {params.run:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -38,4 +38,4 @@ rule report:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench report {params.run} --before-freeze --out {output} > {log} 2>&1"
+        "containmentbench report {params.run:q} --before-freeze --out {output:q} > {log:q} 2>&1"

@@ -13,5 +13,5 @@ rule reproduce:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "(for d in {params.runs}; do containmentbench reproduce $d && containmentbench verify $d || exit 1; done"
-        " && for c in {params.cross}; do containmentbench cross-model --reproduce --out $c && containmentbench verify $c; done) > {log} 2>&1"
+        "(for d in {params.runs:q}; do containmentbench reproduce \"$d\" && containmentbench verify \"$d\" || exit 1; done"
+        " && for c in {params.cross:q}; do containmentbench cross-model --reproduce --out \"$c\" && containmentbench verify \"$c\"; done) > {log:q} 2>&1"

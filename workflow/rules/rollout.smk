@@ -18,4 +18,4 @@ rule rollout:
     resources:
         **S.gpu_rule_resources(),
     shell:
-        "containmentbench rollout --study-config {params.config} --job {params.job} > {log} 2>&1"
+        "containmentbench rollout --study-config {params.config:q} --job {params.job:q} > {log:q} 2>&1"

@@ -10,4 +10,4 @@ rule scenarios:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench scenarios check --suite {params.suite} --json > {output} 2> {log}"
+        "containmentbench scenarios check --suite {params.suite:q} --json > {output:q} 2> {log:q}"

@@ -1,0 +1,99 @@
+"""Studies over an external benchmark (``study.adapter``): shards and task selection.
+
+A shard is one (model, defense, seed, suite) block; the suite takes the stage slot of our
+shard paths (``traces/<model>/<defense>/seed=<s>/<suite>/shard-000``), so the pipeline's
+path helpers, status and freeze work unchanged. The tasks of a shard are not fixed by the
+plan: they are the eligible user tasks frozen by the suite's qualification (§6.4: "eligible
+tasks are frozen before the attacked matrix"), and every injection task selected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from containmentbench.errors import BenchError
+from containmentbench.pipeline.plan import Shard, model_slug
+
+ADAPTERS = ("agentdojo",)
+
+
+def adapter_config(data: dict[str, Any]) -> dict[str, Any]:
+    a = data["study"].get("adapter") or {}
+    if a.get("name") not in ADAPTERS:
+        raise BenchError(f"unknown adapter '{a.get('name')}' (known: {', '.join(ADAPTERS)})",
+                         field="study.adapter.name")
+    from containmentbench.adapters.agentdojo.tools import SUITES
+
+    for i, s in enumerate(a["suites"]):
+        if s not in SUITES:
+            raise BenchError(f"unknown AgentDojo suite '{s}' (one of {', '.join(SUITES)})",
+                             field=f"study.adapter.suites[{i}]")
+    if a["pipeline"] not in ("ground_truth", "backend"):
+        raise BenchError("must be ground_truth or backend (the configured backend)",
+                         field="study.adapter.pipeline")
+    if a["pipeline"] == "backend" and data["backend"]["name"] != "openai":
+        raise BenchError("the AgentDojo adapter serves models through an OpenAI-compatible "
+                         "endpoint: use backend=openai (e.g. vllm serve)", field="backend.name")
+    for st in data["study"]["stages"]:
+        if st not in ("clean", "security"):
+            raise BenchError(f"stage '{st}' is not mapped by the AgentDojo adapter (clean, "
+                             f"security; §6.4)", field="study.stages")
+    return a
+
+
+def adapter_shards(data: dict[str, Any]) -> list[Shard]:
+    a = adapter_config(data)
+    slug = model_slug(data)
+    return [Shard(slug, d, int(seed), suite, 0, ())
+            for d in data["study"]["defenses"] for seed in data["study"]["seeds"]
+            for suite in a["suites"]]
+
+
+def user_tasks(a: dict[str, Any], suite: str) -> list[str]:
+    """The candidate pool of a suite: its user tasks in numeric order, the first
+    ``max_user_tasks`` when set."""
+    from containmentbench.adapters.agentdojo import tasks as T
+
+    ids = T.sort_ids(T.suite(suite).user_tasks)
+    n = int(a.get("max_user_tasks") or 0)
+    return ids[:n] if n else ids
+
+
+def injection_tasks(a: dict[str, Any], suite: str) -> list[str]:
+    from containmentbench.adapters.agentdojo import tasks as T
+
+    have = T.sort_ids(T.suite(suite).injection_tasks)
+    want = list(a.get("injection_tasks") or [])
+    if not want:
+        return have
+    missing = [t for t in want if t not in have]
+    if missing:
+        raise BenchError(f"no injection task '{missing[0]}' in AgentDojo suite '{suite}'",
+                         field="study.adapter.injection_tasks")
+    return want
+
+
+# -- what workflow/rules/agentdojo.smk needs (per-model run directories) --------------------
+
+def rule_shard_id(w: Any) -> str:
+    """The shard id from the rollout rule's wildcards."""
+    return f"{w.model}/{w.defense}/seed={w.seed}/{w.stage}/shard-{w.shard}"
+
+
+def rule_shard_key(study: Any, w: Any) -> str:
+    """A hash of everything that determines the shard (reruns it when that changes)."""
+    from containmentbench.pipeline.plan import shard_by_id, shard_key
+
+    data = study.run_data(w)
+    return shard_key(data, shard_by_id(data, rule_shard_id(w)))
+
+
+def rule_shard_outputs(study: Any) -> Any:
+    """Input function: the SHA256SUMS of every shard of the ``{model}`` run."""
+    return lambda w: [study.shard_output(s) for s in study.shards if s.model == w.model]
+
+
+def rule_traces_dir(study: Any, w: Any) -> str:
+    from containmentbench.pipeline.plan import trace_dir
+
+    return str(trace_dir(study.run_data(w)))

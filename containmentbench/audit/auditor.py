@@ -1,0 +1,188 @@
+"""The offline audit of a set of rollouts: DCPG -> explicit tiers -> counterfactual replay.
+
+For every sink (a commit of a policy sink tool) the DCPG supplies the source lineages that
+reach the sink's agent context, including those rehydrated from memory across sessions.
+Each (sink, lineage) pair is scored by the four explicit tiers; pairs without explicit
+evidence are probed by replay (:mod:`.replay`). A sink is attributed to an untrusted source
+when any pair is decided positive (paper 001 §4.1 "Propagation detection").
+
+Alongside, per sink: the trace's logged taint (the commit's label set, and the proposal's
+field-level taint) and the FIDES-style IFC verdict (:mod:`.ifc`), so the logged-vs-audited
+gap and the baseline come from the same traces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from containmentbench.audit import dcpg as dcpg_mod
+from containmentbench.audit.ifc import fides_flags
+from containmentbench.audit.policy import AuditPolicy, Thresholds
+from containmentbench.audit.replay import Replayer, probe
+from containmentbench.audit.score import (
+    Pair,
+    arg_texts,
+    decide,
+    explicit_tier,
+    score_cheap,
+    score_embedded,
+    texts_for_embedding,
+)
+from containmentbench.trace.recorder import is_tainted
+
+ASYNC_VIAS = frozenset({"memory"})
+
+
+@dataclass
+class SinkAudit:
+    row: dict[str, Any]               # the rollout's row (stage, defense, model ...)
+    seq: int
+    tool: str
+    args: dict[str, Any]
+    session: int
+    pairs: list[Pair]
+    paths: dict[str, tuple[int, ...]]
+    vias: dict[str, frozenset[str]]
+    logged_node: bool
+    logged_field: bool
+    fides: bool
+    probed: bool = False
+    replay_ok: bool | None = None     # baseline replay reproduced the trace's sink calls
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def collect(row: dict[str, Any], events: list[dict[str, Any]], edges: list[dict[str, Any]],
+            policy: AuditPolicy, state_dir: str | Path | None = None
+            ) -> tuple[dcpg_mod.DCPG, list[SinkAudit]]:
+    """Build the DCPG of one rollout and the scored (Tiers 1-2) pairs of each sink."""
+    g = dcpg_mod.build(row["rollout_id"], events, edges, policy.sources, policy.sinks,
+                       policy.memory_write, policy.memory_read, state_dir)
+    by_seq = {e["seq"]: e for e in events}
+    prop_by_call = {(e.get("agent_instance"), e.get("call_id")): e for e in events
+                    if e["kind"] == "proposal"}
+    out = []
+    for s in g.sinks:
+        ev = by_seq[s.seq]
+        prop = prop_by_call.get((ev.get("agent_instance"), ev.get("call_id")))
+        args = arg_texts(s.tool, s.args)
+        pairs = []
+        for sid in sorted(s.lineage.paths):
+            vias = s.lineage.vias[sid]
+            p = Pair(sid, g.sources.get(sid, {}).get("text", ""), args,
+                     retrieved=bool(vias & {"memory", "retrieved"}),
+                     safe_control=s.tool in policy.safe_control)
+            score_cheap(p)
+            pairs.append(p)
+        out.append(SinkAudit(row, s.seq, s.tool, s.args, s.session, pairs,
+                             dict(s.lineage.paths), dict(s.lineage.vias),
+                             logged_node=is_tainted(ev.get("labels") or []),
+                             logged_field=bool(prop and prop.get("tainted_fields")),
+                             fides=fides_flags(s.lineage)))
+    return g, out
+
+
+def embed(sinks: Iterable[SinkAudit], emb: Any, policy: AuditPolicy, everything: bool) -> None:
+    """Tiers 3-4 in one batched pass; ``everything=False`` skips pairs that Tiers 1-2 already
+    decide at the policy's thresholds (the cascade's early stop)."""
+    th, k = policy.thresholds, policy.chunk_sentences
+    todo = [p for s in sinks for p in s.pairs
+            if everything or explicit_tier(p, th)[0] is None]
+    texts: dict[str, None] = {}
+    for p in todo:
+        for t in texts_for_embedding(p, k):
+            texts[t] = None
+    emb.prefetch(list(texts))
+    for p in todo:
+        score_embedded(p, emb, k)
+
+
+def original_calls(events: list[dict[str, Any]], sinks: frozenset[str]
+                   ) -> Counter[tuple[str, str]]:
+    return Counter((e["tool"], e.get("args") or "{}") for e in events
+                   if e["kind"] == "commit" and e.get("tool") in sinks)
+
+
+def probe_sinks(sinks: list[SinkAudit], replayer: Replayer | None,
+                original: Counter[tuple[str, str]], th: Thresholds, everything: bool) -> None:
+    """Counterfactual probes for one rollout's sinks (one replay per source set, cached)."""
+    if replayer is None:
+        return
+    for s in sinks:
+        cands = [p for p in s.pairs if everything or explicit_tier(p, th)[0] is None]
+        if not cands:
+            continue
+        if s.replay_ok is None:
+            base = replayer.calls_without(frozenset())
+            s.replay_ok = base == original
+        if not s.replay_ok:  # the backend does not reproduce the trace: no causal verdict
+            continue
+        s.probed = True
+        causes, conj = probe(replayer, s.tool, s.args, [p.source_id for p in cands], original)
+        for p in cands:
+            p.cause = p.source_id in causes
+            p.conjunctive = conj and p.cause
+
+
+def judge_sinks(sinks: list[SinkAudit], judge: Any, events: list[dict[str, Any]],
+                th: Thresholds) -> None:
+    """The §4.3 judge fallback for sinks whose rollout cannot be replayed."""
+    by_seq = {e["seq"]: e for e in events}
+    for s in sinks:
+        cands = [p for p in s.pairs if explicit_tier(p, th)[0] is None]
+        if not cands:
+            continue
+        from containmentbench.audit.judge import history
+        ctx = history(events, by_seq[s.seq].get("agent_instance") or "", s.seq)
+        s.probed = True
+        for p in cands:
+            v = judge.influenced(ctx, p.source_text, s.tool, s.args)
+            if v is not None:
+                p.cause, p.cause_conf, p.cause_tier = v[0], v[1], "judge"
+
+
+def verdict(s: SinkAudit, th: Thresholds) -> dict[str, Any]:
+    """The sink's audited flow: class, tier, confidence, sources and provenance path."""
+    best: tuple[float, int, Pair, str] | None = None
+    order = {"canary": 0, "string": 1, "semantic": 2, "fragment": 3, "counterfactual": 4,
+             "judge": 5}
+    hits = []
+    for p in s.pairs:
+        tier, conf = decide(p, th)
+        if tier is None:
+            continue
+        hits.append((p, tier, conf))
+        key = (conf, -order[tier], p, tier)
+        if best is None or (key[0], key[1]) > (best[0], best[1]):
+            best = key
+    if best is None:
+        return {"audited": False, "flow_class": None, "tier": None, "confidence": None,
+                "sources": [], "path": None, "conjunctive": False}
+    conf, _, p, tier = best
+    sources = sorted({h[0].source_id for h in hits})
+    asynchronous = bool(s.vias.get(p.source_id, frozenset()) & ASYNC_VIAS)
+    cls = "asynchronous" if asynchronous else \
+        ("implicit" if tier in ("counterfactual", "judge") else "explicit")
+    # 4 decimals: embedding sums differ below that across BLAS thread counts
+    return {"audited": True, "flow_class": cls, "tier": tier, "confidence": round(conf, 4),
+            "sources": sources, "path": json.dumps(list(s.paths[p.source_id])),
+            "conjunctive": any(h[0].conjunctive for h in hits)}
+
+
+def audit_rollout(row: dict[str, Any], events: list[dict[str, Any]],
+                  edges: list[dict[str, Any]], policy: AuditPolicy, emb: Any,
+                  replayer_for: Callable[[dict[str, Any]], Replayer | None] | None,
+                  everything: bool = False, state_dir: str | Path | None = None
+                  ) -> tuple[dcpg_mod.DCPG, list[SinkAudit], int]:
+    """One rollout end to end (used by tests and the suite; the study audit batches the
+    embedding pass over many rollouts instead). Returns (graph, sinks, replays)."""
+    g, sinks = collect(row, events, edges, policy, state_dir)
+    embed(sinks, emb, policy, everything)
+    rep = replayer_for(row) if replayer_for and sinks else None
+    probe_sinks(sinks, rep, original_calls(events, policy.sinks), policy.thresholds,
+                everything)
+    return g, sinks, rep.replays if rep else 0

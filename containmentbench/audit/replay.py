@@ -1,0 +1,115 @@
+"""Sink-Driven Causal Analyzer by counterfactual replay (paper 001 §4.3, done as a replay).
+
+Instead of asking an LLM judge whether the sink "would still be called", the rollout is run
+again in the sandbox with the recovered source neutralised: every world item carrying that
+source's content gets a schema-compatible, task-neutral placeholder ("No relevant information
+found.", the paper's own example), and the episode is replayed with the same scenario,
+defense, runtime config, backend and seed. The sink is causally influenced by the source when
+the replay no longer commits the same call (same tool, same canonical arguments).
+
+One probe per tainted source lineage; when no single probe changes the sink but several
+sources reach it, one joint probe tests conjunctive causes (§4.3 "Handling multiple sources":
+both are then reported). Replays are counted separately from the audit's own cost.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from containmentbench.canonical import canonical_json
+from containmentbench.models.base import ModelBackend
+from containmentbench.policies.base import Policy
+from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
+from containmentbench.scenarios.model import Scenario
+
+PLACEHOLDER = "No relevant information found."
+_TEXT_FIELD = {"emails": "body", "documents": "body", "crm": "notes", "memory": "value",
+               "agent_messages": "text"}
+
+
+def neutralize(s: Scenario, source_ids: Iterable[str]) -> Scenario:
+    """The scenario with the given untrusted sources replaced by the placeholder."""
+    ids = set(source_ids)
+    rec = copy.deepcopy(s.record)
+    found = set()
+    for coll, fld in _TEXT_FIELD.items():
+        for item in rec["initial_state"].get(coll, []):
+            sid = (item.get("provenance") or {}).get("source_id")
+            if sid in ids:
+                item[fld] = PLACEHOLDER
+                found.add(sid)
+    for u in rec["untrusted"]:
+        if u.get("source_id") in ids:
+            u["text"] = PLACEHOLDER
+            found.add(u["source_id"])
+    missing = ids - found
+    if missing:
+        raise KeyError(sorted(missing)[0])
+    return Scenario.from_dict(rec)
+
+
+def sink_calls(ep: Episode, sinks: frozenset[str]) -> Counter[tuple[str, str]]:
+    out: Counter[tuple[str, str]] = Counter()
+    for ev in ep.rec.events:
+        if ev["kind"] == "commit" and ev.get("tool") in sinks:
+            out[(ev["tool"], ev.get("args") or "{}")] += 1
+    return out
+
+
+def run_one(s: Scenario, policy: Policy, spec: RolloutSpec, cfg: RuntimeConfig,
+            backend: ModelBackend) -> Episode:
+    ep = Episode(s, policy, spec, cfg)
+    while not ep.finished:
+        req = ep.request()
+        if req is None:
+            break
+        ep.feed(backend.generate([req])[0])
+    return ep
+
+
+@dataclass
+class Replayer:
+    """Replays one rollout with sources neutralised; results cached per source set."""
+
+    scenario: Scenario
+    policy: Policy
+    spec: RolloutSpec
+    cfg: RuntimeConfig
+    backend: ModelBackend
+    sinks: frozenset[str]
+    replays: int = 0
+
+    def __post_init__(self) -> None:
+        self._cache: dict[frozenset[str], Counter[tuple[str, str]]] = {}
+
+    def calls_without(self, source_ids: frozenset[str]) -> Counter[tuple[str, str]]:
+        if source_ids not in self._cache:
+            ep = run_one(neutralize(self.scenario, source_ids), self.policy, self.spec,
+                         self.cfg, self.backend)
+            self.replays += 1
+            self._cache[source_ids] = sink_calls(ep, self.sinks)
+        return self._cache[source_ids]
+
+    def influenced(self, tool: str, args: dict[str, Any], source_ids: frozenset[str],
+                   original: Counter[tuple[str, str]]) -> bool:
+        """True when neutralising ``source_ids`` removes this sink call (tool_j not in Pi'
+        or args_j differ, paper 001 §3.3)."""
+        key = (tool, canonical_json(args))
+        return self.calls_without(source_ids)[key] < original[key]
+
+
+def probe(rep: Replayer, tool: str, args: dict[str, Any], candidates: list[str],
+          original: Counter[tuple[str, str]]) -> tuple[list[str], bool]:
+    """One probe per source; a joint probe when none alone explains the sink.
+    Returns (causes, conjunctive)."""
+    causes = [sid for sid in candidates
+              if rep.influenced(tool, args, frozenset([sid]), original)]
+    if causes or len(candidates) < 2:
+        return causes, False
+    if rep.influenced(tool, args, frozenset(candidates), original):
+        return list(candidates), True
+    return [], False

@@ -1,0 +1,233 @@
+"""``containmentbench adapters ...``: external benchmarks through our gateway (paper 000 §6.4).
+
+    adapters agentdojo --suite workspace --defense none --seed 1 --out DIR
+        [--pipeline ground_truth|BACKEND] [--user-tasks ...] [--injection-tasks ...]
+    adapters agentdojo --study-config results/<study>/config.yaml --shard ID
+        --qualification Q.json --out DIR                      (a study shard, Snakemake)
+    adapters agentdojo-qualify --suite S --seeds 1,2,3 --out Q.json   (clean qualification)
+    adapters metrics TRACES --out rollout_metrics.parquet
+    adapters parity TRACES --out parity.json                 (Table 20 counts; exit 1 on a gap)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from containmentbench.errors import BenchError
+
+
+def _ids(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("adapters", help="external benchmarks (AgentDojo) through our gateway")
+    s = p.add_subparsers(dest="adapter_verb", metavar="ADAPTER_VERB")
+    s.required = True
+
+    a = s.add_parser("agentdojo", help="one shard: an AgentDojo suite x defense x seed")
+    a.add_argument("--suite", help="workspace | slack | banking | travel")
+    a.add_argument("--pipeline", default="ground_truth",
+                   help="ground_truth (no model) or a backend name (openai: any "
+                        "OpenAI-compatible server)")
+    a.add_argument("--defense")
+    a.add_argument("--seed", type=int)
+    a.add_argument("--out", type=Path, required=True, help="shard output folder")
+    a.add_argument("--study", default="adhoc")
+    a.add_argument("--model", default=None, help="served model name (with --pipeline openai)")
+    a.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    a.add_argument("--user-tasks", default=None, help="comma-separated user task ids")
+    a.add_argument("--max-user-tasks", type=int, default=0, help="first N user tasks (0 = all)")
+    a.add_argument("--injection-tasks", default=None, help="comma-separated injection task ids")
+    a.add_argument("--stages", default="clean,security")
+    a.add_argument("--attack", default="direct", help="an AgentDojo attack name")
+    a.add_argument("--no-native", action="store_true",
+                   help="skip the AgentDojo-alone run (no parity labels)")
+    a.add_argument("--study-config", type=Path, default=None)
+    a.add_argument("--shard", default=None)
+    a.add_argument("--qualification", type=Path, default=None,
+                   help="frozen qualification JSON: run only its eligible user tasks")
+    a.set_defaults(func=cmd_agentdojo)
+
+    q = s.add_parser("agentdojo-qualify", help="clean qualification of a suite (§6.4)")
+    q.add_argument("--suite")
+    q.add_argument("--seeds", default="1,2,3")
+    q.add_argument("--out", type=Path, required=True)
+    q.add_argument("--user-tasks", default=None)
+    q.add_argument("--max-user-tasks", type=int, default=0)
+    q.add_argument("--study-config", type=Path, default=None)
+    q.set_defaults(func=cmd_qualify)
+
+    m = s.add_parser("metrics", help="adapter traces -> rollout_metrics.parquet")
+    m.add_argument("traces", type=Path)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--workers", type=int, default=None)
+    m.set_defaults(func=cmd_metrics)
+
+    r = s.add_parser("parity", help="native/adapter parity and linkage counts per suite")
+    r.add_argument("traces", type=Path)
+    r.add_argument("--out", type=Path, default=None)
+    r.set_defaults(func=cmd_parity)
+
+
+def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
+              defense: str, seed: int) -> Any:
+    from containmentbench.adapters.agentdojo.run import RunSettings
+    from containmentbench.adapters.agentdojo.tasks import require_agentdojo
+    from containmentbench.policies import load_policy
+
+    require_agentdojo()
+    if data is not None:
+        from containmentbench.adapters.study import adapter_config
+        from containmentbench.pipeline.plan import model_label
+
+        a = adapter_config(data)
+        pol = load_policy(defense, data["defenses"])
+        gt = a["pipeline"] == "ground_truth"
+        return RunSettings(data["study"]["name"], suite, pol, seed,
+                           "ground_truth" if gt else "backend", model_label(data),
+                           {"name": "ground_truth"} if gt else data["backend"], a["attack"])
+    pol = load_policy(defense)
+    if args.pipeline == "ground_truth":
+        return RunSettings(args.study, suite, pol, seed, attack=args.attack,
+                           native=not getattr(args, "no_native", False))
+    if not args.model:
+        raise BenchError("a served pipeline needs --model (the served model name)",
+                         field="model")
+    backend = {"name": args.pipeline, "temperature": 0.0,
+               "options": {"base_url": args.base_url}}
+    from containmentbench.adapters.agentdojo.pipelines import served_pipeline
+
+    served_pipeline(backend, args.model, None, seed)  # validates the backend name
+    return RunSettings(args.study, suite, pol, seed, "backend", args.model, backend,
+                       args.attack, native=not args.no_native)
+
+
+def _study(path: Path) -> dict[str, Any]:
+    from containmentbench.config.compose import read_resolved
+
+    return read_resolved(path)
+
+
+def cmd_agentdojo(args: argparse.Namespace) -> int:
+    from containmentbench.adapters.agentdojo import run as R
+    from containmentbench.adapters.agentdojo.qualify import eligible_from
+    from containmentbench.adapters.study import injection_tasks, user_tasks
+    from containmentbench.trace.io import CHECKSUMS, write_shard
+
+    if (args.out / CHECKSUMS).exists():
+        raise BenchError("a finished shard is already there (never overwritten)",
+                         file=str(args.out))
+    data = None
+    if args.study_config is not None:
+        if not args.shard:
+            raise BenchError("--study-config needs --shard", field="shard")
+        from containmentbench.pipeline.plan import shard_by_id
+
+        data = _study(args.study_config)
+        sh = shard_by_id(data, args.shard)
+        suite, defense, seed, stages = sh.stage, sh.defense, sh.seed, data["study"]["stages"]
+        a = data["study"]["adapter"]
+        users, injections = user_tasks(a, suite), injection_tasks(a, suite)
+        min_el = int(a.get("min_eligible", 1))
+    else:
+        for name in ("suite", "defense", "seed"):
+            if getattr(args, name) is None:
+                raise BenchError(f"--{name} is required (or --study-config and --shard)",
+                                 field=name)
+        suite, defense, seed = args.suite, args.defense, args.seed
+        stages = _ids(args.stages) or []
+        from containmentbench.adapters.agentdojo.tasks import sort_ids
+        from containmentbench.adapters.agentdojo.tasks import suite as get_suite
+
+        users = _ids(args.user_tasks) or sort_ids(get_suite(suite).user_tasks)
+        if args.max_user_tasks:
+            users = users[:args.max_user_tasks]
+        injections = _ids(args.injection_tasks)
+        min_el = 1
+    for st in stages:
+        if st not in ("clean", "security"):
+            raise BenchError(f"unknown stage '{st}' (clean, security)", field="stages")
+    if args.qualification is not None:
+        if not args.qualification.exists():
+            raise BenchError("qualification file not found", file=str(args.qualification))
+        users = eligible_from(json.loads(args.qualification.read_text()), suite, min_el)
+    cfg = _settings(args, data, suite, defense, seed)
+    specs = R.specs_for(suite, users, injections, cfg.attack, stages)
+    outs = R.run_specs(cfg, specs)
+    write_shard(args.out, R.shard_tables(cfg, outs))
+    errors = sum(o.status == "error" for o in outs)
+    print(f"wrote {args.out}: {len(outs)} AgentDojo rollouts ({suite}, {defense}, seed {seed}, "
+          f"{cfg.pipeline}); {errors} errors", file=sys.stderr)
+    return 0
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    from containmentbench.adapters.agentdojo.qualify import qualify
+    from containmentbench.adapters.study import user_tasks
+    from containmentbench.canonical import canonical_json
+
+    if args.study_config is not None:
+        data = _study(args.study_config)
+        a = data["study"]["adapter"]
+        if not args.suite:
+            raise BenchError("--suite is required", field="suite")
+        users, seeds = user_tasks(a, args.suite), data["study"]["seeds"]
+    else:
+        data = None
+        from containmentbench.adapters.agentdojo.tasks import sort_ids
+        from containmentbench.adapters.agentdojo.tasks import suite as get_suite
+
+        users = _ids(args.user_tasks) or sort_ids(get_suite(args.suite).user_tasks)
+        if args.max_user_tasks:
+            users = users[:args.max_user_tasks]
+        try:
+            seeds = [int(x) for x in _ids(args.seeds) or []]
+        except ValueError:
+            raise BenchError("must be comma-separated integers", field="seeds") from None
+        if not seeds:
+            raise BenchError("at least one seed", field="seeds")
+    args.pipeline, args.model, args.no_native = "ground_truth", None, False
+    args.study, args.attack = "qualification", "direct"
+    cfg = _settings(args, data, args.suite, "none", int(seeds[0]))
+    rec = qualify(cfg, users, seeds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(canonical_json(rec) + "\n")
+    tmp.replace(args.out)
+    print(f"{args.suite}: {len(rec['eligible'])}/{len(users)} tasks eligible; parity "
+          f"{rec['parity_rows']}/{rec['rows']}, linkage {rec['linkage_rows']}/{rec['rows']}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from containmentbench.adapters.agentdojo.metrics import compute_metrics
+    from containmentbench.metrics.compute import write_metrics
+
+    table = compute_metrics(args.traces, args.workers)
+    write_metrics(table, args.out)
+    print(f"wrote {args.out}: {table.num_rows} AgentDojo rollouts", file=sys.stderr)
+    return 0
+
+
+def cmd_parity(args: argparse.Namespace) -> int:
+    from containmentbench.adapters.agentdojo.report import parity_summary
+    from containmentbench.canonical import canonical_json
+
+    summary = parity_summary(args.traces)
+    text = canonical_json(summary) + "\n"
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    for suite, c in summary["suites"].items():
+        print(f"{suite}: parity {c['parity']}/{c['parity_applicable']} (user tasks "
+              f"{c['clean_parity']}/{c['clean_rows']}, pairs with non-empty injection ground "
+              f"truth {c['pair_parity']}/{c['pair_rows']}); linkage "
+              f"{c['linkage_complete']}/{c['rows']}; projection {c['projection_parity']}/"
+              f"{c['projection_rows']}; errors {c['errors']}", file=sys.stderr)
+    return 0 if summary["ok"] else 1

@@ -1,0 +1,153 @@
+"""``containmentbench audit ...``: the offline provenance audit (paper 001).
+
+    audit run RUN_DIR [--policy FILE] [--no-replay]   audit every trace, write RUN_DIR/audit/
+    audit policy FILE                                  validate an audit policy
+    audit suite build [--out DIR] [--check]            the labelled TaintBench-style suite
+    audit suite run --out DIR [--suite S] [--runs 5]   roll out, audit and score both detectors
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from containmentbench.errors import BenchError
+
+SIM_LABEL = " [simulated agent: harness validation, not a model result]"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="offline provenance audit of traces (NeuroTaint, paper "
+                                     "001): DCPG, four evidence tiers, counterfactual replay")
+    asub = p.add_subparsers(dest="audit_verb", metavar="SUBVERB")
+    asub.required = True
+    r = asub.add_parser("run", help="audit every rollout of a run directory")
+    r.add_argument("run_dir", type=Path)
+    r.add_argument("--policy", type=Path, default=None, help="audit policy YAML (default: "
+                   "the packaged policy with the paper's thresholds)")
+    r.add_argument("--no-replay", action="store_true",
+                   help="skip the counterfactual replays (implicit analysis not run)")
+    r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
+    r.add_argument("--batch-size", type=int, default=64, help="embedding batch size")
+    r.add_argument("--judge-backend", default=None,
+                   help="causal-judge fallback for traces that cannot be replayed (paper 001 "
+                        "§4.3): a backend name, e.g. openai")
+    r.add_argument("--judge-model", default=None, help="the judge's model id")
+    r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="judge backend option (e.g. base_url=http://localhost:8000/v1)")
+    r.set_defaults(func=cmd_run)
+    c = asub.add_parser("policy", help="validate an audit policy YAML and print its hash")
+    c.add_argument("file", type=Path)
+    c.set_defaults(func=cmd_policy)
+    s = asub.add_parser("suite", help="the labelled TaintBench-style suite")
+    ssub = s.add_subparsers(dest="suite_verb", metavar="SUBVERB")
+    ssub.required = True
+    b = ssub.add_parser("build", help="generate the suite (labels fixed in the files)")
+    b.add_argument("--out", type=Path, default=Path("scenarios/taintbench"))
+    b.add_argument("--check", action="store_true",
+                   help="compare with the files at --out instead of writing")
+    b.set_defaults(func=cmd_suite_build)
+    u = ssub.add_parser("run", help="five runs per scenario, audit, P/R/F1 and the sweep")
+    u.add_argument("--suite", default="taintbench")
+    u.add_argument("--out", type=Path, required=True)
+    u.add_argument("--runs", type=int, default=5)
+    u.add_argument("--profile", default="always_follow", help="sim agent profile")
+    u.add_argument("--policy", type=Path, default=None)
+    u.add_argument("--limit", type=int, default=None,
+                   help="every n-th scenario only (quick checks)")
+    u.set_defaults(func=cmd_suite_run)
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from containmentbench.audit.policy import load_audit_policy
+
+    pol = load_audit_policy(args.file)
+    print(json.dumps({"file": str(args.file), "hash": pol.hash, **pol.to_dict()},
+                     sort_keys=True))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from containmentbench.audit.policy import load_audit_policy
+    from containmentbench.audit.study import audit_study
+
+    pol = load_audit_policy(args.policy)  # bad policy: one line, exit 2, before any work
+    if not args.run_dir.is_dir():
+        raise BenchError("run directory not found", file=str(args.run_dir), field="run_dir")
+    if args.batch_size < 1:
+        raise BenchError("must be >= 1", field="batch-size")
+    from containmentbench.audit.embed import Embedder
+
+    judge = None
+    if args.judge_backend:
+        from containmentbench.audit.judge import Judge
+        from containmentbench.cli.rollout_cmd import parse_options
+        from containmentbench.models.base import BackendConfig, make_backend
+
+        if not args.judge_model:
+            raise BenchError("--judge-backend needs --judge-model", field="judge-model")
+        judge = Judge(make_backend(BackendConfig(name=args.judge_backend,
+                                                 model=args.judge_model, max_tokens=256,
+                                                 temperature=0.0,
+                                                 options=parse_options(args.judge_option))))
+    info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
+                       replay=not args.no_replay, out=args.out, judge=judge)
+    if info["simulated_agent"]:
+        print(SIM_LABEL.strip(), file=sys.stderr)
+    return 0
+
+
+def cmd_suite_build(args: argparse.Namespace) -> int:
+    from containmentbench.audit.suite import build
+    from containmentbench.scenarios.manifest import write_files
+
+    files = build()
+    if args.check:
+        bad = [n for n, data in files.items()
+               if not (args.out / n).is_file() or (args.out / n).read_bytes() != data]
+        if bad:
+            raise BenchError("differs from the generator output (labels must not change "
+                             "after detectors ran)", file=str(args.out / bad[0]))
+        print(f"{args.out}: matches the generator", file=sys.stderr)
+        return 0
+    write_files(args.out, files)
+    print(f"wrote {args.out}: {len(files) - 1} stage files and the manifest", file=sys.stderr)
+    return 0
+
+
+def cmd_suite_run(args: argparse.Namespace) -> int:
+    from containmentbench.audit.bench_suite import run_suite, sweep, votes
+    from containmentbench.audit.policy import load_audit_policy
+    from containmentbench.audit.suite import label
+    from containmentbench.audit.suite_report import write_suite_tables
+    from containmentbench.scenarios.manifest import load_suite
+
+    pol = load_audit_policy(args.policy)
+    if args.runs < 1:
+        raise BenchError("must be >= 1", field="runs")
+    scen = load_suite(args.suite)
+    for s in scen:
+        try:
+            label(s)
+        except KeyError:
+            raise BenchError(f"scenario '{s.id}' has no meta.taintbench label",
+                             field="meta.taintbench") from None
+    if args.limit:
+        scen = scen[:: args.limit]
+    if (args.out / "traces").exists():
+        raise BenchError("already holds suite traces (choose a new --out)",
+                         file=str(args.out / "traces"))
+    from containmentbench.audit.embed import Embedder
+
+    recs = run_suite(scen, pol, Embedder(), args.out, runs=args.runs, profile=args.profile)
+    v = votes(recs, pol.thresholds)
+    paths = write_suite_tables(v, sweep(recs, pol.thresholds), args.out / "tables", args.runs,
+                               args.profile)
+    import polars as pl
+    pl.DataFrame(v).write_parquet(args.out / "votes.parquet")
+    print(f"wrote {args.out}: {len(v)} scenarios x {args.runs} runs, "
+          f"{sum(r['rep'].replays for r in recs)} replays, {len(paths)} table files"
+          + SIM_LABEL, file=sys.stderr)
+    return 0

@@ -1,0 +1,144 @@
+"""Data safety on a FINISHED study (local executor, a small smoke study):
+
+* ``snakemake -n`` leaves every file's bytes and mtime unchanged, even with corrupt shards;
+* one plain ``snakemake`` run repairs a flipped byte, a truncated Parquet file and an empty
+  ``SHA256SUMS``: the shards are quarantined (kept) and redone, everything downstream is
+  rebuilt, ``verify`` passes and the tables are byte-identical to before;
+* pointing every ``--out`` at a copy of the finished study leaves all its files in place;
+* a lock left by a killed run does not stop a plain rerun.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from containmentbench.cli.main import main
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+SMALL = "study.seeds=[1],study.defenses=[none,prompt_only,tool_boundary]"
+
+
+def _snakemake(workdir: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+                           "--cores", "2", *extra, "--config", "study=smoke",
+                           f"overrides=[results_dir={results},{SMALL}]"],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    base = tmp_path_factory.mktemp("fault")
+    res = _snakemake(base, base / "results")
+    assert res.returncode == 0, res.stderr[-3000:]
+    study = base / "results" / "smoke" / "sim-default"  # the model's run directory
+    ref = base / "reference"
+    shutil.copytree(study, ref)
+    return base, study, ref
+
+
+def _corrupt(study: Path) -> list[str]:
+    shards = sorted(p.parent for p in (study / "traces").rglob("SHA256SUMS"))
+    a, b, c = shards[0], shards[4], shards[8]
+    p = a / "events.parquet"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    p.write_bytes(bytes(data))
+    q = b / "rollouts.parquet"
+    q.write_bytes(q.read_bytes()[: q.stat().st_size // 3])
+    (c / "SHA256SUMS").write_text("")
+    return [d.relative_to(study / "traces").as_posix() for d in (a, b, c)]
+
+
+def test_dry_run_changes_nothing_then_one_run_repairs(finished):
+    base, study, ref = finished
+    damaged = _corrupt(study)
+    before = _snapshot(base / "results")
+    dry = _snakemake(base, base / "results", "-n")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _snapshot(base / "results") == before  # bytes and mtimes
+    for sid in damaged:
+        assert f"corrupt shard {sid}" in dry.stderr
+
+    intact = {k: v for k, v in _snapshot(study / "traces").items()
+              if not any(k.startswith(sid + "/") for sid in damaged)}
+    run = _snakemake(base, base / "results")
+    assert run.returncode == 0, run.stderr[-3000:]
+    # the three damaged shards are redone, nothing else: every other shard file untouched
+    after = _snapshot(study / "traces")
+    assert {k: after[k] for k in intact} == intact
+    for sid in damaged:
+        assert (study / "traces" / sid / "SHA256SUMS").is_file()
+    for sid in damaged:
+        assert (study / "quarantine" / f"{sid}.0").is_dir()  # kept, never deleted
+    assert main(["verify", str(study)]) == 0
+    compared = 0
+    for sub in ("tables", "figures", "metrics", "reparse"):
+        for a in sorted((ref / sub).rglob("*")):
+            if a.is_file() and a.suffix not in (".png", ".pdf"):
+                assert a.read_bytes() == (study / a.relative_to(ref)).read_bytes(), a
+                compared += 1
+    assert compared > 10
+    again = _snakemake(base, base / "results", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--out", "{s}",
+     "--quiet"],
+    ["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--out", "{s}",
+     "--quiet", "--force"],
+    ["replay", "--suite", "smoke", "--out", "{s}"],
+    ["cim", "export", "--traces", "{s}/traces", "--out", "{s}"],
+    ["cim", "export", "--traces", "{s}/traces", "--out", "{s}", "--force"],
+    ["cim", "generate", "--out", "{s}", "--users", "10", "--agents", "100"],
+    ["metrics", "{s}/traces", "--out", "{s}"],
+    ["metrics", "{s}/traces", "--out", "{s}/analysis.json"],
+    ["reparse", "{s}/traces", "--out", "{s}"],
+    ["scenarios", "generate", "--suite", "smoke", "--out", "{s}", "--force"],
+    ["report", "{s}", "--out", "{s}", "--force"],
+])
+def test_out_at_a_finished_study_leaves_it_in_place(finished, argv, tmp_path, capsys):
+    ref = finished[2]
+    copy = tmp_path / "copy"
+    shutil.copytree(ref, copy)
+    before = _snapshot(tmp_path)
+    rc = main([a.replace("{s}", str(copy)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "field 'out'" in err[0], err
+    assert _snapshot(tmp_path) == before
+
+
+def test_paths_are_quoted_and_checked(tmp_path):
+    """A space in results_dir is data (rules quote paths); metacharacters and `..` in names
+    are refused before any rule runs."""
+    results = tmp_path / "with space"
+    res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                          "-n", "-p", "--config", "study=smoke",
+                          f"overrides=[results_dir='{results}']"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    shell = [ln for ln in (res.stdout + res.stderr).splitlines()
+             if ln.startswith("Shell command:") and "containmentbench" in ln]
+    assert len(shell) >= 8  # every rule's command ...
+    for line in shell:       # ... names the folder only inside quotes
+        assert f"'{results}/smoke/" in line and f" {results}/" not in line, line
+    for bad, field in (("study.name=../../x", "study.name"),
+                       (f"results_dir='{tmp_path}/a$(touch X)'", "results_dir")):
+        res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                              "-n", "--config", "study=smoke", f"overrides=[{bad}]"],
+                             capture_output=True, text=True, timeout=300)
+        err = [ln for ln in res.stderr.splitlines() if ln.startswith("containmentbench")]
+        assert res.returncode == 2 and len(err) == 1 and f"field '{field}'" in err[0], err
+    assert not (tmp_path / "X").exists() and not (tmp_path.parent / "x").exists()

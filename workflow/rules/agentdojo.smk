@@ -1,0 +1,123 @@
+# An external-benchmark study (study.adapter.name: agentdojo; paper 000 §6.4): clean
+# qualification per suite (eligible tasks frozen before the attacked matrix) -> one shard per
+# (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis -> freeze.
+# Everything lives in the model's run directory (S.path: results/<study>/<model_slug>/...).
+from containmentbench.adapters import study as A
+
+
+wildcard_constraints:
+    seed=r"\d+",
+    shard=r"\d{3}",
+
+
+rule adapter_qualify:
+    output:
+        S.path("qualification", "{suite}.json"),
+    log:
+        S.path("logs", "qualification", "{suite}.log"),
+    params:
+        config=S.config_path,
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench adapters agentdojo-qualify --study-config {params.config} --suite {wildcards.suite} --out {output} > {log} 2>&1"
+
+
+rule adapter_rollout:
+    input:
+        S.path("qualification", "{stage}.json"),
+    output:
+        S.path("traces", "{model}", "{defense}", "seed={seed}", "{stage}", "shard-{shard}",
+               "SHA256SUMS"),
+    log:
+        S.path("logs", "rollout", "{model}", "{defense}", "seed={seed}", "{stage}",
+               "shard-{shard}.log"),
+    params:
+        config=S.config_path,
+        shard=A.rule_shard_id,
+        out=lambda w, output: os.path.dirname(output[0]),
+        key=lambda w: A.rule_shard_key(S, w),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        # the ground truth needs no model: CPU jobs; a served model: the GPU/api_calls resources
+        **(
+            S.cpu_rule_resources()
+            if S.data["study"]["adapter"]["pipeline"] == "ground_truth"
+            else S.gpu_rule_resources()
+        ),
+    shell:
+        "containmentbench adapters agentdojo --study-config {params.config} --shard {params.shard} --qualification {input} --out {params.out} > {log} 2>&1"
+
+
+rule adapter_metrics:
+    input:
+        A.rule_shard_outputs(S),
+    output:
+        S.path("metrics", "rollout_metrics.parquet"),
+    log:
+        S.path("logs", "metrics.log"),
+    params:
+        traces=lambda w: A.rule_traces_dir(S, w),
+    threads: S.cluster["metrics_workers"]
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "containmentbench adapters metrics {params.traces} --out {output} --workers {threads} > {log} 2>&1"
+
+
+rule adapter_parity:
+    input:
+        A.rule_shard_outputs(S),
+    output:
+        S.path("adapter", "parity.json"),
+    log:
+        S.path("logs", "parity.log"),
+    params:
+        traces=lambda w: A.rule_traces_dir(S, w),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench adapters parity {params.traces} --out {output} > {log} 2>&1"
+
+
+rule adapter_analysis:
+    input:
+        metrics=rules.adapter_metrics.output,
+        parity=rules.adapter_parity.output,
+    output:
+        S.path("analysis.json"),
+    log:
+        S.path("logs", "analysis.log"),
+    params:
+        config=S.config_path,
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} > {log} 2>&1"
+
+
+rule adapter_freeze:
+    input:
+        rules.adapter_analysis.output,
+    output:
+        S.path("MANIFEST.json"),
+    log:
+        S.path("logs", "freeze.log"),
+    params:
+        study=lambda w, input: os.path.dirname(input[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "(containmentbench freeze {params.study} && containmentbench verify {params.study}) > {log} 2>&1"

@@ -1,0 +1,20 @@
+# The offline provenance audit (paper 001, NeuroTaint) of every trace of the run: DCPG, four
+# evidence tiers, counterfactual replays in the sandbox, FIDES-style baseline, and the
+# logged-vs-audited gap table. Reads traces only; writes <run dir>/audit/ (hashed by freeze).
+rule audit:
+    input:
+        S.all_shard_outputs(),
+    output:
+        S.path("audit", "summary.json"),
+    log:
+        S.path("logs", "audit.log"),
+    params:
+        run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    threads: 2
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=6000),
+    shell:
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir} "
+        "> {log} 2>&1"
