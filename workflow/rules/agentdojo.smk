@@ -22,7 +22,7 @@ rule adapter_qualify:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench adapters agentdojo-qualify --study-config {params.config} --suite {wildcards.suite} --out {output} > {log} 2>&1"
+        "containmentbench adapters agentdojo-qualify --study-config {params.config:q} --suite {wildcards.suite:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule adapter_rollout:
@@ -49,7 +49,7 @@ rule adapter_rollout:
             else S.gpu_rule_resources()
         ),
     shell:
-        "containmentbench adapters agentdojo --study-config {params.config} --shard {params.shard} --qualification {input} --out {params.out} > {log} 2>&1"
+        "containmentbench adapters agentdojo --study-config {params.config:q} --shard {params.shard:q} --qualification {input:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule adapter_metrics:
@@ -67,7 +67,7 @@ rule adapter_metrics:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench adapters metrics {params.traces} --out {output} --workers {threads} > {log} 2>&1"
+        "containmentbench adapters metrics {params.traces:q} --out {output:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule adapter_parity:
@@ -84,7 +84,7 @@ rule adapter_parity:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench adapters parity {params.traces} --out {output} > {log} 2>&1"
+        "containmentbench adapters parity {params.traces:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule adapter_analysis:
@@ -103,7 +103,7 @@ rule adapter_analysis:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench analyze {input.metrics} --out {params.out} --config {params.config} > {log} 2>&1"
+        "containmentbench analyze {input.metrics:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"
 
 
 rule adapter_freeze:
@@ -120,4 +120,4 @@ rule adapter_freeze:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "(containmentbench freeze {params.study} && containmentbench verify {params.study}) > {log} 2>&1"
+        "(containmentbench freeze {params.study:q} && containmentbench verify {params.study:q}) > {log:q} 2>&1"

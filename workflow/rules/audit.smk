@@ -16,5 +16,5 @@ rule audit:
     resources:
         **S.cpu_rule_resources(mem_mb=6000),
     shell:
-        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir} "
-        "> {log} 2>&1"
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} "
+        "> {log:q} 2>&1"
