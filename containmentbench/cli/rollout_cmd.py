@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=60)
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--tool-mode", default="prompt", choices=("prompt", "native"),
+                   help="prompt: our format, schemas once in the system prompt; native: the "
+                        "model's chat template renders the tools")
     p.add_argument("--window", type=int, default=512, help="episodes in flight")
     p.add_argument("--parser", default="current", choices=("current", "legacy"),
                    help="parser the agent's actions are read with (study.parser; Table 24)")
@@ -130,6 +134,7 @@ def _from_study(args: argparse.Namespace) -> dict[str, Any]:
             "model": data["model"]["path"] or data["model"]["name"],
             "label": model_label(data), "study": data["study"]["name"], "options": options,
             "max_tokens": b["max_tokens"], "temperature": b["temperature"],
+            "top_p": b.get("top_p", 1.0), "tool_mode": b.get("tool_mode", "prompt"),
             "window": b["window"], "runtime": data["runtime"],
             "defenses": data["defenses"], "parser": data["study"].get("parser", "current"),
             "out": args.out or shard_dir(data, shard)}
@@ -151,7 +156,8 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "defense": args.defense, "seed": args.seed, "backend": args.backend,
             "model": args.model, "label": label, "study": args.study, "options": options,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
-            "window": args.window, "runtime": {"max_steps": args.max_steps},
+            "top_p": args.top_p, "tool_mode": args.tool_mode, "window": args.window,
+            "runtime": {"max_steps": args.max_steps},
             "defenses": None, "parser": args.parser, "out": args.out}
 
 
@@ -222,11 +228,13 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     cfg = RuntimeConfig(max_tokens=r["max_tokens"], temperature=r["temperature"],
                         parser=parser_for(r["parser"]),
+                        tool_mode=r["tool_mode"],
                         **{k: v for k, v in r["runtime"].items()
                            if k in RuntimeConfig.__dataclass_fields__})
     backend = make_backend(BackendConfig(name=r["backend"], model=r["model"],
                                          max_tokens=r["max_tokens"],
-                                         temperature=r["temperature"], options=r["options"]))
+                                         temperature=r["temperature"], top_p=r["top_p"],
+                                         options=r["options"], tool_mode=r["tool_mode"]))
     ctx = ShardContext(r["study"], r["label"], r["backend"], r["defense"], int(r["seed"]),
                        profile)
     try:

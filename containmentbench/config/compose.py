@@ -112,10 +112,21 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] not in BACKENDS:
         raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
                          field="backend.name")
+    from containmentbench.models.base import TOOL_MODES
+    from containmentbench.models.options import check_options
+
+    check_options(backend["name"], backend.get("options") or {})
+    if backend.get("tool_mode", "prompt") not in TOOL_MODES:
+        raise BenchError(f"unknown tool_mode '{backend['tool_mode']}' "
+                         f"(known: {', '.join(TOOL_MODES)})", field="backend.tool_mode")
     if backend["name"] in ("vllm", "hf"):
         path = model.get("path")
         if not path:
             raise BenchError(f"backend {backend['name']} needs a model path", field="model.path")
+        from containmentbench.models.weights import gguf_path, is_packaged
+
+        if is_packaged(path):
+            gguf_path(path)  # the package is installed (one-line error naming it otherwise)
         if _is_local_path(path) and not Path(os.path.expanduser(path)).exists():
             raise BenchError(f"model path '{path}' does not exist", field="model.path")
     if backend["name"] == "sim" and model["name"] != "sim":

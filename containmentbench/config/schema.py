@@ -67,6 +67,7 @@ class BackendSettings:
     temperature: float = 0.0
     top_p: float = 1.0
     window: int = 512                   # episodes in flight (lockstep batch)
+    tool_mode: str = "prompt"           # prompt | native (containmentbench.models.base)
     options: dict[str, Any] = field(default_factory=dict)
 
 

@@ -2,13 +2,24 @@
 
 A backend turns a batch of chat requests into completions. The runtime's lockstep driver
 sends every pending request of every in-flight episode in one ``generate`` call per tick
-(one ``vllm.LLM.chat`` call for the vLLM backend). Heavy packages (vllm, torch, transformers)
-are imported only inside the backend that needs them (registry entries are import paths).
+(one engine call for the vLLM backend). A backend may also offer
+``async def agenerate(request) -> Completion`` (vllm, openai): the asynchronous driver then runs
+every episode as its own task, so an episode's next request joins the engine's running batch as
+soon as its previous completion returns. Heavy packages (vllm, torch, transformers) are imported
+only inside the backend that needs them (registry entries are import paths).
+
+Tool mode (one prompt per model, the same on every backend): ``prompt`` -- our action format and
+the tool schemas once, in the system prompt; the chat template gets no ``tools`` -- or
+``native`` -- the model's own chat template renders the tools (``{"type": "function", ...}``
+form; the OpenAI ``tools`` field over HTTP) and the system prompt carries no schemas. Every
+completion records the mode and a SHA-256 of the exact prompt the model saw.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,15 +37,54 @@ class GenerationRequest:
     max_tokens: int = 512
     temperature: float = 0.0
     sim: Any = None                    # simulated-agent context; real backends ignore it
+    tool_mode: str = "prompt"          # prompt | native (see the module docstring)
+
+
+TOOL_MODES = ("prompt", "native")
 
 
 @dataclass(slots=True)
 class Completion:
+    """One model call's result and its record (paper 000 Appendix I: what the model saw)."""
+
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None           # set when the provider failed after its retries
-    finish_reason: str | None = None
+    finish_reason: str | None = None   # stop | length | ... (tells truncated from malformed)
+    prompt_hash: str | None = None     # sha256 of the rendered prompt (text or token ids)
+    tool_mode: str | None = None       # prompt | native
+    latency_s: float = 0.0             # wall clock of the call (timings only, never hashed)
+    attempts: int = 1                  # provider attempts (retries + 1)
+    native_calls: str | None = None    # vLLM's own tool parser on ``text`` (canonical JSON)
+
+
+def call_record(c: Completion) -> dict[str, Any]:
+    """The per-call fields of a ``model_call`` trace event (latency goes to timings only)."""
+    return {"prompt_hash": c.prompt_hash, "tool_mode": c.tool_mode,
+            "finish_reason": c.finish_reason, "call_prompt_tokens": c.prompt_tokens,
+            "call_completion_tokens": c.completion_tokens, "attempts": c.attempts,
+            "provider_error": c.error, "native_calls": c.native_calls}
+
+
+def native_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas in the OpenAI ``{"type": "function", "function": {...}}`` form."""
+    return [{"type": "function", "function": t} for t in tools]
+
+
+def prompt_hash(rendered: str | list[int]) -> str:
+    """SHA-256 of a rendered prompt: its text, or its token ids as canonical JSON."""
+    data = rendered if isinstance(rendered, str) else json.dumps([int(t) for t in rendered],
+                                                                 separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def request_hash(request: GenerationRequest, model: str) -> str:
+    """Hash of what an HTTP provider renders (messages, tools when native, model): the server
+    renders the template, so this plus the model's template rebuilds the prompt."""
+    body = {"model": model, "messages": request.messages,
+            "tools": native_tools(request.tools) if request.tool_mode == "native" else None}
+    return prompt_hash(json.dumps(body, sort_keys=True, separators=(",", ":")))
 
 
 @dataclass(slots=True)
@@ -47,6 +97,7 @@ class BackendConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
+    tool_mode: str = "prompt"
 
 
 class ModelBackend(Protocol):
@@ -56,6 +107,8 @@ class ModelBackend(Protocol):
     seed_supported: bool
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]: ...
+
+    # optional: ``async def agenerate(self, request: GenerationRequest) -> Completion``
 
     def close(self) -> None: ...
 

@@ -31,25 +31,25 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import fields
+import time
+from dataclasses import fields, replace
 from typing import Any
 
 from containmentbench.errors import BenchError
-from containmentbench.models.base import BackendConfig, Completion, GenerationRequest
+from containmentbench.models.base import (
+    TOOL_MODES,
+    BackendConfig,
+    Completion,
+    GenerationRequest,
+    native_tools,
+    prompt_hash,
+)
+from containmentbench.models.options import SCHEMAS, check_options, defaults
 
 log = logging.getLogger(__name__)
 
-#: option -> default; anything else in ``BackendConfig.options`` is rejected by name.
-OPTIONS: dict[str, Any] = {
-    "device": "cpu",             # "cpu", "cuda", "cuda:1", ...
-    "dtype": "auto",             # "auto", "float32", "bfloat16", "float16"
-    "batch_size": 8,
-    "max_input_tokens": None,    # left-truncate longer prompts; None = no cut
-    "max_model_len": None,       # context length; None = config.max_position_embeddings
-    "trust_remote_code": False,
-    "seed": 0,                   # global seeds at load time
-    "load_format": "auto",       # "auto" = weights from the folder; "dummy" = random init
-}
+#: option -> default (typed schema: containmentbench.models.options)
+OPTIONS: dict[str, Any] = defaults("hf")
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16", "half": "float16"}
@@ -58,6 +58,8 @@ _HAS_WARNING_FIELD = any(f.name == "warning" for f in fields(Completion))
 
 def resolve_options(config: BackendConfig, defaults: dict[str, Any]) -> dict[str, Any]:
     """Merge ``config.options`` over ``defaults``; an unknown option is an error naming it."""
+    if config.name in SCHEMAS:
+        check_options(config.name, dict(config.options))
     unknown = sorted(set(config.options) - set(defaults))
     if unknown:
         raise BenchError(f"unknown option(s) {unknown} for backend '{config.name}' "
@@ -86,11 +88,44 @@ def template_renders_tools(tokenizer: Any) -> bool:
     return isinstance(template, str) and "tools" in template
 
 
-def render_prompt_ids(tokenizer: Any, request: GenerationRequest, tools_ok: bool) -> list[int]:
-    """Token ids of ``request`` rendered with the model's chat template, generation prompt added."""
+def check_tool_mode(config: BackendConfig, tokenizer: Any) -> None:
+    """A bad tool mode, or ``native`` with a template that cannot render tools: one-line error."""
+    if config.tool_mode not in TOOL_MODES:
+        raise BenchError(f"unknown tool_mode '{config.tool_mode}' (known: {', '.join(TOOL_MODES)})",
+                         field="backend.tool_mode")
+    if config.tool_mode == "native" and not template_renders_tools(tokenizer):
+        raise BenchError(f"tool_mode native: the chat template of '{config.model}' does not "
+                         f"render tools (use tool_mode prompt)", field="backend.tool_mode")
+
+
+#: every role the runtime sends, in the order a multi-agent episode can produce them
+_PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+          {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
+
+
+def check_template(config: BackendConfig, tokenizer: Any) -> None:
+    """Render a probe conversation once at load: a template that rejects a role (e.g. one
+    without a system turn) is a one-line error before any rollout, not a crash mid-shard."""
+    try:
+        tokenizer.apply_chat_template(_PROBE, add_generation_prompt=True, tokenize=False)
+    except Exception as exc:  # jinja2 TemplateError and friends (raise_exception in templates)
+        msg = " ".join(str(exc).split())[:200]
+        raise BenchError(f"the chat template of '{config.model}' rejects the runtime's "
+                         f"conversation (system/user/assistant roles): {msg}",
+                         field="model") from None
+
+
+def render_prompt_ids(tokenizer: Any, request: GenerationRequest, tools_ok: bool = True
+                      ) -> list[int]:
+    """Token ids of ``request`` rendered with the model's chat template, generation prompt added.
+
+    Tool mode ``prompt``: no ``tools`` to the template (the schemas are in the system prompt
+    once). ``native``: the template renders them, in the ``{"type": "function"}`` form.
+    """
+    native = request.tool_mode == "native" and bool(request.tools) and tools_ok
     encoded = tokenizer.apply_chat_template(
         request.messages,
-        tools=(request.tools or None) if tools_ok else None,
+        tools=native_tools(request.tools) if native else None,
         add_generation_prompt=True,
         tokenize=True,
         return_dict=True,
@@ -124,9 +159,15 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        self.config = config
+        from containmentbench.models.weights import local_model_dir
+
         opts = resolve_options(config, OPTIONS)
+        config = replace(config, model=local_model_dir(config.model))
+        self.config = config
         self.device = str(opts["device"])
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise BenchError(f"device '{self.device}' but no CUDA device is available here "
+                             f"(set backend.options.device=cpu)", field="backend.options.device")
         self.batch_size = int(opts["batch_size"])
         if self.batch_size < 1:
             raise BenchError("batch_size must be >= 1", field="backend.options.batch_size")
@@ -144,9 +185,13 @@ class HFBackend:
             raise BenchError(f"unknown dtype '{dtype_name}' (known: auto, {', '.join(_DTYPES)})",
                              field="backend.options.dtype")
 
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model, trust_remote_code=trust)
+        gguf = {"gguf_file": str(opts["gguf_file"])} if opts["gguf_file"] else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(config.model, trust_remote_code=trust,
+                                                       **gguf)
         if not getattr(self.tokenizer, "chat_template", None):
             raise BenchError(f"model '{config.model}' has no chat template", field="model")
+        check_tool_mode(config, self.tokenizer)
+        check_template(config, self.tokenizer)
         self._tools_ok = template_renders_tools(self.tokenizer)
 
         dtype_kw = _dtype_keyword()
@@ -160,8 +205,11 @@ class HFBackend:
                     model_config, trust_remote_code=trust, **{dtype_kw: init_dtype})
             self.model.to(self.device)
         elif opts["load_format"] == "auto":
+            if gguf and dtype == "auto":  # GGUF weights are dequantised; float32 on CPU
+                dtype = torch.float32
             self.model = AutoModelForCausalLM.from_pretrained(
-                config.model, trust_remote_code=trust, **{dtype_kw: dtype}).to(self.device)
+                config.model, trust_remote_code=trust, **gguf, **{dtype_kw: dtype}
+            ).to(self.device)
         else:
             raise BenchError(f"unknown load_format '{opts['load_format']}' (known: auto, dummy)",
                              field="backend.options.load_format")
@@ -187,8 +235,10 @@ class HFBackend:
             return []
         seed_everything(int(requests[0].seed))
         ready: list[tuple[int, list[int], str | None]] = []
+        hashes: list[str] = []
         for i, req in enumerate(requests):
             ids = render_prompt_ids(self.tokenizer, req, self._tools_ok)
+            hashes.append(prompt_hash(ids))
             warning = None
             if self.max_input_tokens is not None and len(ids) > int(self.max_input_tokens):
                 keep = int(self.max_input_tokens)
@@ -198,7 +248,8 @@ class HFBackend:
                 ids = ids[-keep:]
             overflow = context_overflow(len(ids), req.max_tokens, self.context_length)
             if overflow:
-                results[i] = Completion(text="", prompt_tokens=len(ids), error=overflow)
+                results[i] = Completion(text="", prompt_tokens=len(ids), error=overflow,
+                                        finish_reason="length")
             else:
                 ready.append((i, ids, warning))
 
@@ -207,17 +258,23 @@ class HFBackend:
         for start in range(0, len(ready), self.batch_size):
             chunk = ready[start:start + self.batch_size]
             batch = [requests[i] for i, _, _ in chunk]
+            t0 = time.perf_counter()
             try:
                 outs = self._generate_batch(batch, [ids for _, ids, _ in chunk])
             except Exception as exc:  # e.g. CUDA out of memory: end these rollouts, not the job
                 if type(exc).__name__ != "OutOfMemoryError":
                     raise
                 outs = [Completion(text="", error=f"hf generation failed: {exc}") for _ in chunk]
+            latency = time.perf_counter() - t0
             for (i, _, warning), out in zip(chunk, outs):
                 if warning and _HAS_WARNING_FIELD:
                     out.warning = warning  # type: ignore[attr-defined]
+                out.latency_s = latency
                 results[i] = out
-        return [r for r in results if r is not None]
+        done = [r for r in results if r is not None]
+        for req, comp, h in zip(requests, done, hashes):
+            comp.prompt_hash, comp.tool_mode = h, req.tool_mode
+        return done
 
     def _generate_batch(self, batch: list[GenerationRequest],
                         prompts: list[list[int]]) -> list[Completion]:

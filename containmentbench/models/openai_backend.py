@@ -11,10 +11,21 @@ context-length rejection (HTTP 400/413 whose body mentions context or length) or
 4xx, that request gets ``Completion(error=...)`` and the runtime ends its rollout with status
 ``error``; the other requests of the batch are unaffected.
 
+``agenerate(request)`` is the same call for one request, awaited from the caller's event loop
+(the asynchronous driver runs one task per episode; ``concurrency`` still bounds the requests in
+flight per loop). Each completion records its attempts, latency, provider error text, the tool
+mode and a hash of the request body (the server renders the chat template).
+
 Seeds (paper 000, Appendix I): ``seed`` is sent per request when ``send_seed`` is true.
-``seed_supported`` records whether the provider honours it -- set the option to false for a
-provider that ignores seeds (many hosted APIs); it is false whenever ``send_seed`` is false. The
+``seed_supported`` is measured by default (``"measure"``): one probe prompt, sampled at
+temperature 1, sent with the same seed twice and then with another seed; the provider honours
+seeds iff the first two texts agree and the third differs (``transformers serve`` ignores
+seeds; a provider that is down or answers identically for every seed counts as unsupported).
+``true``/``false`` override the measurement; it is false whenever ``send_seed`` is false. The
 value is recorded in every rollout row (``provider_seed_supported``); it is never assumed.
+
+Tool mode ``native`` sends the schemas in the OpenAI ``tools`` field (``tool_choice: auto``);
+structured ``tool_calls`` in the answer are kept as JSON text for our parser.
 
 Throttling a shared server from Snakemake: rules that call this backend declare the custom
 resource named by :data:`SNAKEMAKE_RESOURCE` (``resources: api_calls=1``) and the profile or
@@ -32,33 +43,30 @@ import os
 import random
 import re
 import threading
+import time
 from typing import Any
 
 import httpx  # the `openai` extra; light, and a missing one is reported by make_backend
 
 from containmentbench.errors import BenchError
-from containmentbench.models.base import BackendConfig, Completion, GenerationRequest
+from containmentbench.models.base import (
+    TOOL_MODES,
+    BackendConfig,
+    Completion,
+    GenerationRequest,
+    native_tools,
+    request_hash,
+)
 from containmentbench.models.hf import resolve_options
+from containmentbench.models.options import defaults
 
 log = logging.getLogger(__name__)
 
 #: Snakemake custom resource that throttles jobs sharing one server (``resources: api_calls=1``).
 SNAKEMAKE_RESOURCE = "api_calls"
 
-#: option -> default; anything else in ``BackendConfig.options`` is rejected by name.
-OPTIONS: dict[str, Any] = {
-    "base_url": "http://127.0.0.1:8000/v1",
-    "api_key_env": None,        # NAME of the environment variable holding the key; None = no key
-    "concurrency": 8,           # requests in flight per generate call
-    "timeout_s": 300.0,         # per attempt
-    "max_retries": 4,           # retries after the first attempt
-    "backoff_base_s": 1.0,      # delay before retry k: min(max, base * 2**k) * U(0.5, 1)
-    "backoff_max_s": 60.0,
-    "retry_seed": 0,            # seeds the jitter
-    "send_seed": True,
-    "seed_supported": True,     # does the provider honour `seed`? recorded, not assumed
-    "send_tools": False,        # send tool schemas (OpenAI function format, tool_choice "none")
-}
+#: option -> default (typed schema: containmentbench.models.options)
+OPTIONS: dict[str, Any] = defaults("openai")
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 _CONTEXT_STATUS = frozenset({400, 413})
@@ -81,8 +89,15 @@ class OpenAIBackend:
         self.backoff_max_s = float(opts["backoff_max_s"])
         self.retry_seed = int(opts["retry_seed"])
         self.send_seed = bool(opts["send_seed"])
-        self.send_tools = bool(opts["send_tools"])
-        self.seed_supported = bool(opts["seed_supported"]) and self.send_seed
+        if config.tool_mode not in TOOL_MODES:
+            raise BenchError(f"unknown tool_mode '{config.tool_mode}' "
+                             f"(known: {', '.join(TOOL_MODES)})", field="backend.tool_mode")
+        seed_opt = opts["seed_supported"]
+        if seed_opt not in ("measure", True, False):
+            raise BenchError(f"seed_supported must be measure, true or false, not '{seed_opt}'",
+                             field="backend.options.seed_supported")
+        self._seed_supported: bool | None = None if seed_opt == "measure" else bool(seed_opt)
+        self._clients: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
         self._headers = {"Content-Type": "application/json"}
         key_env = opts["api_key_env"]
         if key_env:
@@ -95,19 +110,59 @@ class OpenAIBackend:
         self.attempts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ public
+    @property
+    def seed_supported(self) -> bool:
+        if not self.send_seed:
+            return False
+        if self._seed_supported is None:
+            self._seed_supported = self.measure_seed_support()
+        return self._seed_supported
+
+    def measure_seed_support(self) -> bool:
+        """Same seed twice, then another seed (temperature 1): honoured iff 1 == 2 != 3."""
+        probe = [GenerationRequest(
+            request_id=f"seed-probe/{k}",
+            messages=[{"role": "user", "content": "Write one sentence about the sea."}],
+            tools=[], seed=seed, max_tokens=24, temperature=1.0)
+            for k, seed in enumerate((11, 11, 12))]
+        saved = self.max_retries
+        self.max_retries = 0  # a dead server is "unsupported", quickly
+        try:
+            out = [self._run(lambda r=r: self._generate_all([r]))[0] for r in probe]
+        finally:
+            self.max_retries = saved
+        if any(c.error for c in out):
+            log.warning("seed support not measurable (%s): recorded as unsupported",
+                        next(c.error for c in out if c.error))
+            return False
+        return out[0].text == out[1].text and out[0].text != out[2].text
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         self.attempts = {}
         if not requests:
             return []
+        return self._run(lambda: self._generate_all(requests))
+
+    async def agenerate(self, request: GenerationRequest) -> Completion:
+        """One request on the caller's loop (one client and semaphore per loop)."""
+        loop = asyncio.get_running_loop()
+        key = id(loop)
+        if key not in self._clients:
+            self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+            self._clients[key] = (loop, self._client(), asyncio.Semaphore(self.concurrency))
+        _, client, semaphore = self._clients[key]
+        return await self._one(client, semaphore, request)
+
+    def _run(self, make: Any) -> Any:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._generate_all(requests))
+            return asyncio.run(make())
         # Called from inside a running event loop: run ours in a worker thread.
         box: dict[str, Any] = {}
 
         def runner() -> None:
-            box["out"] = asyncio.run(self._generate_all(requests))
+            box["out"] = asyncio.run(make())
 
         thread = threading.Thread(target=runner, name="openai-backend")
         thread.start()
@@ -129,13 +184,17 @@ class OpenAIBackend:
         }
         if self.send_seed:
             body["seed"] = int(request.seed)
-        if self.send_tools and request.tools:
-            body["tools"] = [{"type": "function", "function": tool} for tool in request.tools]
-            body["tool_choice"] = "none"  # render the schemas, answer in text
+        if request.tool_mode == "native" and request.tools:
+            body["tools"] = native_tools(request.tools)
+            body["tool_choice"] = "auto"
         return body
 
     def close(self) -> None:
-        pass
+        for loop, client, _ in self._clients.values():
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop may have stopped
+                    loop.run_until_complete(client.aclose()) if not loop.is_running() else None
+        self._clients = {}
 
     # ------------------------------------------------------------------ internals
     def _jitter_rng(self, request: GenerationRequest) -> random.Random:
@@ -145,17 +204,30 @@ class OpenAIBackend:
         cap = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** retry_index)
         return cap * (0.5 + 0.5 * rng.random())
 
-    async def _generate_all(self, requests: list[GenerationRequest]) -> list[Completion]:
-        semaphore = asyncio.Semaphore(self.concurrency)
+    def _client(self) -> Any:
         limits = httpx.Limits(max_connections=self.concurrency,
                               max_keepalive_connections=self.concurrency)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits,
-                                     headers=self._headers) as client:
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits,
+                                 headers=self._headers)
+
+    async def _generate_all(self, requests: list[GenerationRequest]) -> list[Completion]:
+        semaphore = asyncio.Semaphore(self.concurrency)
+        async with self._client() as client:
             return list(await asyncio.gather(
                 *(self._one(client, semaphore, req) for req in requests)))
 
     async def _one(self, client: Any, semaphore: asyncio.Semaphore,
                    request: GenerationRequest) -> Completion:
+        t0 = time.perf_counter()
+        comp = await self._attempts(client, semaphore, request)
+        comp.latency_s = time.perf_counter() - t0
+        comp.attempts = self.attempts.get(request.request_id, comp.attempts)
+        comp.prompt_hash = request_hash(request, self.config.model)
+        comp.tool_mode = request.tool_mode
+        return comp
+
+    async def _attempts(self, client: Any, semaphore: asyncio.Semaphore,
+                        request: GenerationRequest) -> Completion:
         url = f"{self.base_url}/chat/completions"
         body = self.payload(request)
         rng = self._jitter_rng(request)

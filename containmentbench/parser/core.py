@@ -9,7 +9,7 @@ action-type-as-tool aliases and argument aliases), naming every repair it applie
 text that cannot be recovered is ``malformed``, never a final answer, and a call naming a tool
 the agent does not have is ``invalid_tool``: recorded, never executed (§4.3).
 
-Layers are tried in order (hermes, mistral, function tag, fenced, ReAct, generic scan); the
+Layers are tried in order (hermes, mistral, llama 4 python tags, function tag, fenced, ReAct, generic scan); the
 first layer that yields an accepted call or final answer decides. Strict JSON takes a fast path.
 
 This module owns the parser's vocabulary and orchestration: ``PARSER_VERSION``, the statuses and
@@ -57,7 +57,7 @@ __all__ = [
     "parse",
 ]
 
-PARSER_VERSION = "cb-parser/1.0"
+PARSER_VERSION = "cb-parser/1.1"  # 1.1: Mistral v11, Llama 4 python tags, Action: None
 
 # Table 24 reports counts of exactly these statuses.
 STATUSES = ("valid_strict_json", "valid_repaired_json", "final_answer", "invalid_tool",
@@ -66,7 +66,8 @@ VALID_STATUSES = frozenset({"valid_strict_json", "valid_repaired_json"})
 
 WRAPPER_REPAIRS = ("fenced_json", "prefixed_text", "trailing_text", "multiple_objects",
                    "call_list", "hermes_tool_call", "mistral_tool_calls", "function_tag",
-                   "react_action", "react_final_answer", "pythonic_call")
+                   "react_action", "react_final_answer", "pythonic_call",
+                   "mistral_v11_tool_calls", "llama4_python_tag", "react_no_action")
 SHAPE_REPAIRS = ("name_key", "llama3_json", "openai_function", "action_key", "tool_name_alias",
                  "arguments_key_alias", "flat_arguments", "missing_arguments",
                  "arguments_json_string", "bare_argument_value", "ignored_keys",

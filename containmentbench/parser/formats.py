@@ -23,6 +23,9 @@ TOOL_FORMATS = ("strict_json", "fenced_json", "prefixed_json", "hermes", "action
                 "toolbench", "mistral", "llama3", "pythonic", "malformed_json", "invalid_tool")
 FINAL_FORMATS = ("final_answer", "plain_final")
 FORMATS = TOOL_FORMATS + FINAL_FORMATS
+# Formats of real models that the simulated agent does not emit (its format mix, and so its
+# figures, stay as they were): Mistral tokenizer v11, Llama 4 python tags, ReAct "Action: None".
+REAL_MODEL_FORMATS = ("mistral_v11", "llama4_pythonic", "react_none")
 
 # Plausible tools that no agent has; none is an alias of a sandbox tool.
 FAKE_TOOLS = ("send_fax", "export_contacts", "delete_file", "upload_file", "wire_transfer",
@@ -145,6 +148,22 @@ def _pythonic(tool, args, final_text, rng):
     return f"[{tool}({kwargs})]", "valid_repaired_json"
 
 
+def _mistral_v11(tool, args, final_text, rng):
+    tool, args = _need(tool, args)
+    return f"[TOOL_CALLS]{tool}{_dumps(args)}", "valid_repaired_json"
+
+
+def _llama4(tool, args, final_text, rng):
+    tool, args = _need(tool, args)
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return f"<|python_start|>[{tool}({kwargs})]<|python_end|>", "valid_repaired_json"
+
+
+def _react_none(tool, args, final_text, rng):
+    text = final_text if final_text and final_text.strip() else _pick(rng, _FINALS)
+    return f"Thought: {text}\nAction: None", "final_answer"
+
+
 def _malformed(tool, args, final_text, rng):
     """Action-like text broken beyond repair: truncated, missing comma, bare words."""
     tool, args = _need(tool, args)
@@ -188,6 +207,7 @@ RENDERERS: dict[str, Renderer] = {
     "mistral": _mistral, "llama3": _llama3, "pythonic": _pythonic,
     "malformed_json": _malformed, "invalid_tool": _invalid_tool,
     "final_answer": _final_answer, "plain_final": _plain_final,
+    "mistral_v11": _mistral_v11, "llama4_pythonic": _llama4, "react_none": _react_none,
 }
 
 
@@ -197,5 +217,6 @@ def render(fmt: str, tool: str | None, args: dict[str, Any] | None, final_text: 
     try:
         renderer = RENDERERS[fmt]
     except KeyError:
-        raise ValueError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})") from None
+        raise ValueError(f"unknown format '{fmt}' "
+                         f"(known: {', '.join(FORMATS + REAL_MODEL_FORMATS)})") from None
     return renderer(tool, args, final_text, rng)

@@ -1,8 +1,9 @@
 """Format layers: where in a completion the calls are (paper 000 §6.2, Appendix I).
 
 Each layer recognizes one wrapper format (hermes ``<tool_call>`` blocks, Mistral
-``[TOOL_CALLS]``, ``<function=name>`` tags, fenced code blocks, ReAct/ToolBench ``Action:`` /
-``Action Input:`` and ``Final Answer:``) and hands its contents to ``_scan``, the generic
+``[TOOL_CALLS]`` (also tokenizer v11's ``[TOOL_CALLS]name{...}``), Llama 4's
+``<|python_start|>...<|python_end|>``, ``<function=name>`` tags, fenced code blocks,
+ReAct/ToolBench ``Action:`` / ``Action Input:``, ``Final Answer:`` and ``Action: None``) and hands its contents to ``_scan``, the generic
 left-to-right scan over balanced spans that also reads text with no wrapper. ``_action_like``
 tells unrecoverable action attempts (``malformed``) from prose (a final answer), so that a
 formatting failure is never read as the absence of tool-action intent (Appendix I). Every loop
@@ -115,6 +116,10 @@ _REACT = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*[`\"']?([A-Za-z_][\w.\-]{0,63})[
                     re.M)
 _REACT_INPUT = re.compile(r"\s*Action[ \t_]*Input[ \t]*:[ \t]*", re.I)
 _REACT_FINAL = re.compile(r"^[ \t]*Final[ \t_]*Answer[ \t]*:", re.M | re.I)
+# ``Action: None`` (ReAct agents that decide not to act): no call, never a malformed action
+_REACT_NONE = frozenset({"none", "null", "n/a", "no_action", "noaction", "nothing"})
+_REACT_LINE = re.compile(r"^[ \t]*Action(?:[ \t_]*Input)?[ \t]*:.*$", re.M | re.I)
+_THOUGHT = re.compile(r"^[ \t]*Thought[ \t]*:[ \t]*", re.M | re.I)
 
 
 def _blocks(s: str, open_tag: str, close_tag: str, limit: int):
@@ -138,11 +143,41 @@ def _layer_hermes(s: str, ctx: _Ctx):
     return items, ["hermes_tool_call"]
 
 
+# Mistral tokenizer v11: ``[TOOL_CALLS]name{...}`` (``[ARGS]`` between name and arguments in
+# some releases), repeated once per call.
+_MISTRAL_V11 = re.compile(r"\[TOOL_CALLS\][ \t]*([A-Za-z_][\w.\-]{0,63})[ \t]*(?:\[ARGS\])?[ \t]*"
+                          r"(?=\{)")
+
+
 def _layer_mistral(s: str, ctx: _Ctx):
     i = s.find("[TOOL_CALLS]")
     if i == -1:
         return None
+    items: list[_Item] = []
+    for m in list(_MISTRAL_V11.finditer(s))[:ctx.config.max_calls]:
+        body = s[m.end():]
+        spans = find_spans(body[:65536])
+        if not spans or spans[0][0] != 0:
+            continue
+        try:
+            args, syn = loads_lenient(body[:spans[0][1]])
+        except ValueError:
+            continue
+        reps: list[str] = []
+        items.append(_Item("call", name=m.group(1), args=_args_value(args, reps),
+                           repairs=["mistral_v11_tool_calls", *syn, *reps]))
+    if items:
+        return items, ["mistral_tool_calls"]
     return _scan(s[i + 12:], ctx, True)[0], ["mistral_tool_calls"]
+
+
+def _layer_llama4(s: str, ctx: _Ctx):
+    """Llama 4 pythonic calls between ``<|python_start|>`` and ``<|python_end|>``."""
+    if "<|python_start|>" not in s:
+        return None
+    items = [it for b in _blocks(s, "<|python_start|>", "<|python_end|>", ctx.config.max_calls)
+             for it in _scan(b, ctx, True, bare_ok=True)[0]]
+    return items, ["llama4_python_tag"]
 
 
 def _layer_function_tag(s: str, ctx: _Ctx):
@@ -205,6 +240,10 @@ def _layer_react(s: str, ctx: _Ctx):
         if len(items) >= ctx.config.max_calls or tries > 2 * ctx.config.max_calls:
             break
         name, mi = m.group(1), _REACT_INPUT.match(s, m.end())
+        if name.lower() in _REACT_NONE and not ctx.known(name):
+            fm = _REACT_FINAL.search(s)
+            text = s[fm.end():] if fm is not None else _THOUGHT.sub("", _REACT_LINE.sub("", s))
+            return [_Item("final", text=text.strip(), repairs=["react_no_action"])], []
         if mi is not None:
             attempted = True
             got = _react_input(s[mi.end():])
@@ -228,11 +267,11 @@ def _layer_react(s: str, ctx: _Ctx):
 
 
 _LAYERS = (("hermes_tool_call", _layer_hermes), ("mistral_tool_calls", _layer_mistral),
-           ("function_tag", _layer_function_tag), ("fenced_json", _layer_fenced),
-           ("react_action", _layer_react))
+           ("llama4_python_tag", _layer_llama4), ("function_tag", _layer_function_tag),
+           ("fenced_json", _layer_fenced), ("react_action", _layer_react))
 
 _MARKERS = re.compile(
-    r"<tool_call|\[TOOL_CALLS\]|<function=|<\|python_tag\|>|Action[ \t_]*Input[ \t]*:"
+    r"<tool_call|\[TOOL_CALLS\]|<function=|<\|python_(?:tag|start)\|>|Action[ \t_]*Input[ \t]*:"
     r"|^[ \t]*Action[ \t]*:|```[ \t]*(?:json|tool_code|tool_call)"
     r"|[\"'](?:tool|tool_name|tool_calls|function|arguments|parameters|action|action_input)"
     r"[\"'][ \t]*:|\{[ \t]*(?:tool|action)[ \t]*:", re.I | re.M)

@@ -245,7 +245,8 @@ def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
     host = socket.gethostname()
     timings = {"rollout_id": [r["rollout_id"] for r in rows], "wall_s": list(wall),
                "model_s": list(model_s), "host": [host] * len(rows),
-               "job": [job] * len(rows), "job_load_s": [float(job_load_s)] * len(rows)}
+               "job": [job] * len(rows), "job_load_s": [float(job_load_s)] * len(rows),
+               "call_latency_s": [list(getattr(ep, "latencies", [])) for ep in episodes]}
     from containmentbench.trace.schema import ROLLOUTS
     if not rows:
         ro_cols = {f.name: [] for f in ROLLOUTS}

@@ -15,7 +15,7 @@ from typing import Any
 
 from containmentbench.canonical import canonical_json, stable_int
 from containmentbench.gateway import Gateway
-from containmentbench.models.base import Completion, GenerationRequest
+from containmentbench.models.base import Completion, GenerationRequest, call_record
 from containmentbench.parser import VALID_STATUSES, ParserConfig, parse
 from containmentbench.policies.base import ALLOW, CONFIRM, Policy, Proposal
 from containmentbench.runtime import prompts
@@ -42,6 +42,7 @@ class RuntimeConfig:
     max_tokens: int = 512
     temperature: float = 0.0
     parser: ParserConfig | None = None
+    tool_mode: str = "prompt"           # prompt | native (containmentbench.models.base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,7 @@ class Episode:
         self.counts = {"proposals": 0, "commits": 0, "blocked": 0, "confirm": 0,
                        "invalid_tool": 0, "parse_error": 0, "model_calls": 0}
         self.tokens = [0, 0]
+        self.latencies: list[float] = []  # per model call (timings table, never hashed)
         self.finished = False
         self._start()
 
@@ -173,7 +175,8 @@ class Episode:
         agent = AgentRun(spec["id"], spec["role"], inst, d.delegation_id, d.parent_id,
                          self.gateway.principal_id, tools,
                          [{"role": "system", "content": prompts.system_prompt(
-                             spec["role"], tools, self.policy.prompt_guidance)}], [])
+                             spec["role"], tools, self.policy.prompt_guidance,
+                             self.cfg.tool_mode)}], [])
         agent.parent = parent
         dlg = self.rec.add("delegate", agent=agent, links=links, action_semantic="delegate",
                            resource_class="agent", resource_id=d.delegation_id,
@@ -218,7 +221,7 @@ class Episode:
             request_id=f"{self.spec.rollout_id}/{a.instance}/{step}",
             messages=a.messages, tools=list(prompts.tool_schemas(a.tools)), seed=seed,
             max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
-            sim=(self.s, a, self.spec))
+            sim=(self.s, a, self.spec), tool_mode=self.cfg.tool_mode)
 
     def feed(self, completion: Completion) -> None:
         a = self.active
@@ -228,9 +231,11 @@ class Episode:
         self.counts["model_calls"] += 1
         self.tokens[0] += completion.prompt_tokens
         self.tokens[1] += completion.completion_tokens
+        self.latencies.append(completion.latency_s)
+        record = call_record(completion)
         if completion.error is not None:
             self.rec.add("model_call", agent=a, flows=self._context_flows(a),
-                         text=completion.text, outcome="failure")
+                         text=completion.text, outcome="failure", **record)
             self.status, self.error = "error", completion.error
             self._finish()
             return
@@ -239,7 +244,7 @@ class Episode:
         call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
                             text=completion.text, parse_status=result.status,
                             repaired=result.repaired, repairs=list(result.repairs),
-                            args=canonical_json({"tools": list(a.tools)}))
+                            args=canonical_json({"tools": list(a.tools)}), **record)
         a.last_call = call
         a.inbox = []
         a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]

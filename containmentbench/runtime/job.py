@@ -76,7 +76,8 @@ def backend_config(data: dict[str, Any]) -> Any:
         options.setdefault("profile", data["model"]["sim_profile"])
     return BackendConfig(name=b["name"], model=data["model"]["path"] or data["model"]["name"],
                          max_tokens=b["max_tokens"], temperature=b["temperature"],
-                         top_p=b.get("top_p", 1.0), options=options)
+                         top_p=b.get("top_p", 1.0), options=options,
+                         tool_mode=b.get("tool_mode", "prompt"))
 
 
 @dataclass
@@ -112,6 +113,7 @@ class _ShardRun:
         b = data["backend"]
         self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
                                  parser=parser_for(data["study"].get("parser", "current")),
+                                 tool_mode=b.get("tool_mode", "prompt"),
                                  **{k: v for k, v in data["runtime"].items()
                                     if k in RuntimeConfig.__dataclass_fields__})
         profile = data["model"]["sim_profile"] if b["name"] == "sim" else None

@@ -1,5 +1,11 @@
 """Prompts: a system prompt with the tool schemas and the action format, plus the defense's
-prompt guidance inserted from policy configuration (never hard-coded here)."""
+prompt guidance inserted from policy configuration (never hard-coded here).
+
+Tool mode ``prompt`` puts the schemas and our JSON action format in the system prompt, once
+(the chat template gets no ``tools``). Tool mode ``native`` leaves the schemas to the model's own
+chat template (or the OpenAI ``tools`` field) and asks for the model's own call format; the
+final-answer format is ours in both modes. The same text goes to every backend.
+"""
 
 from __future__ import annotations
 
@@ -28,10 +34,21 @@ ROLE_TEXT = {
 }
 
 
+NATIVE_FORMAT = (
+    "Call one of the provided tools per turn, in your tool-calling format.\n"
+    "When the task is complete, respond with:\n"
+    '{"final_answer": "<one or two sentences>"}'
+)
+
+
 @lru_cache(maxsize=256)
-def system_prompt(role: str, tools: tuple[str, ...], guidance: str | None) -> str:
-    schemas = json.dumps([TOOLS[t].schema() for t in tools], sort_keys=True)
-    parts = [ROLE_TEXT[role], f"Tools (JSON schemas): {schemas}", ACTION_FORMAT]
+def system_prompt(role: str, tools: tuple[str, ...], guidance: str | None,
+                  tool_mode: str = "prompt") -> str:
+    if tool_mode == "native":
+        parts = [ROLE_TEXT[role], NATIVE_FORMAT]
+    else:
+        schemas = json.dumps([TOOLS[t].schema() for t in tools], sort_keys=True)
+        parts = [ROLE_TEXT[role], f"Tools (JSON schemas): {schemas}", ACTION_FORMAT]
     if guidance:
         parts.append(guidance)
     return "\n\n".join(parts)

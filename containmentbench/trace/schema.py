@@ -80,6 +80,16 @@ EVENTS = pa.schema([
     pa.field("outcome", _str),                             # success | failure | unknown
     pa.field("agent_hints", _str),                         # agent-provided context (untrusted)
     pa.field("integrity", _lstr),                          # gateway integrity signals
+    # model_call rows only (issue "traces say what the model saw"); wall-clock latency is in
+    # TIMINGS.call_latency_s, never here, so traces stay byte-identical across runs
+    pa.field("prompt_hash", _str),                         # sha256 of the rendered prompt
+    pa.field("tool_mode", _str),                           # prompt | native
+    pa.field("finish_reason", _str),                       # stop | length | ...
+    pa.field("call_prompt_tokens", pa.int64()),
+    pa.field("call_completion_tokens", pa.int64()),
+    pa.field("attempts", pa.int32()),                      # provider attempts (retries + 1)
+    pa.field("provider_error", _str),                      # the provider's error text
+    pa.field("native_calls", _str),                        # vLLM's own tool parser (JSON)
 ])
 
 EDGES = pa.schema([
@@ -139,6 +149,7 @@ TIMINGS = pa.schema([
     # once per job; load share = job_load_s / the job's wall time, also in the job log)
     pa.field("job", _str, nullable=False),
     pa.field("job_load_s", pa.float64(), nullable=False),
+    pa.field("call_latency_s", pa.list_(pa.float64())),    # per model call, in trace order
 ])
 
 TABLES: dict[str, pa.Schema] = {"rollouts": ROLLOUTS, "events": EVENTS, "edges": EDGES,

@@ -22,6 +22,8 @@ from containmentbench.models.openai_backend import SNAKEMAKE_RESOURCE
 
 httpx = pytest.importorskip("httpx")
 
+SEED_PROBE = "Write one sentence about the sea."
+
 
 def _request(rid: str, user: str, *, seed: int = 11, temperature: float = 0.0,
              max_tokens: int = 8) -> GenerationRequest:
@@ -67,10 +69,13 @@ class _Stub(BaseHTTPRequestHandler):
                 "5000 tokens (4992 in the messages, 8 in the completion).")}})
         if key == "forbidden":
             return self._send(403, {"error": {"message": "no access"}})
+        text = f"echo {key}"
+        if key == SEED_PROBE and server.honours_seed:
+            text = f"sea {body.get('seed')}"
         return self._send(200, {
             "id": "x", "object": "chat.completion",
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": f"echo {key}"}}],
+                         "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
         })
 
@@ -92,6 +97,7 @@ def stub():
     server.calls = Counter()
     server.bodies = []
     server.headers_seen = []
+    server.honours_seed = False
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()
@@ -131,13 +137,66 @@ def test_payload_carries_seed_and_sampling(stub):
     body = server.bodies[-1]
     assert body == {"model": "stub", "messages": [{"role": "user", "content": "fine"}],
                     "max_tokens": 5, "temperature": 0.7, "top_p": 1.0, "seed": 123}
-    assert backend.seed_supported is True
+    # measured, not assumed: this stub answers the same text whatever the seed
+    assert backend.seed_supported is False
+    assert [b["seed"] for b in server.bodies[-3:]] == [11, 11, 12]
+    server.honours_seed = True
+    assert _backend(url).seed_supported is True  # same seed twice equal, another seed differs
+    assert _backend(url, seed_supported=False).seed_supported is False
 
     quiet = _backend(url, send_seed=False)
     quiet.generate([_request("b", "fine")])
     assert "seed" not in server.bodies[-1]
     assert quiet.seed_supported is False  # a seed that is not sent is not honoured
-    assert _backend(url, seed_supported=False).seed_supported is False
+    top = make_backend(BackendConfig(name="openai", model="stub", top_p=0.9,
+                                     options={"base_url": url}))
+    top.generate([_request("c", "fine")])
+    assert server.bodies[-1]["top_p"] == 0.9
+
+
+def test_seed_support_of_a_dead_server_is_false():
+    backend = _backend(f"http://127.0.0.1:{_free_port()}/v1", timeout_s=2)
+    assert backend.seed_supported is False
+
+
+def test_native_tool_mode_sends_tools_and_records_the_call(stub):
+    server, url = stub
+    backend = make_backend(BackendConfig(name="openai", model="stub", tool_mode="native",
+                                         options={"base_url": url, "max_retries": 2,
+                                                  "backoff_base_s": 0.01}))
+    req = GenerationRequest("a", [{"role": "user", "content": "flaky"}],
+                            [{"name": "send_email", "description": "Send.",
+                              "parameters": {"type": "object"}}], 1, tool_mode="native")
+    out = backend.generate([req])[0]
+    body = server.bodies[-1]
+    assert body["tools"] == [{"type": "function", "function": req.tools[0]}]
+    assert body["tool_choice"] == "auto"
+    assert out.attempts == 2 and out.tool_mode == "native" and out.latency_s > 0
+    assert len(out.prompt_hash) == 64
+    plain = _request("b", "flaky")
+    assert backend.generate([plain])[0].prompt_hash != out.prompt_hash
+    with pytest.raises(BenchError, match="tool_mode"):
+        make_backend(BackendConfig(name="openai", model="stub", tool_mode="nativ"))
+
+
+def test_agenerate_runs_requests_concurrently_on_the_callers_loop(stub):
+    import asyncio
+
+    _, url = stub
+    backend = _backend(url, concurrency=2, max_retries=0)
+
+    async def main():
+        return await asyncio.gather(*(backend.agenerate(_request(str(i), f"q{i}"))
+                                      for i in range(5)))
+
+    first = asyncio.run(main())
+    second = asyncio.run(main())  # a new loop per shard: a new client, no stale state
+    assert [c.text for c in first] == [f"echo q{i}" for i in range(5)] == \
+        [c.text for c in second]
+    assert all(c.error is None and c.attempts == 1 for c in first)
+    dead = _backend(f"http://127.0.0.1:{_free_port()}/v1", max_retries=0, timeout_s=2)
+    err = asyncio.run(dead.agenerate(_request("x", "q")))
+    assert err.error.startswith("provider failed after 1 attempts") and err.text == ""
 
 
 def test_api_key_from_named_env_var(stub, monkeypatch):

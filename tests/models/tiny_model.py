@@ -125,8 +125,12 @@ def make_tokenizer_portable(out_dir: str | Path, chat_template: str) -> None:
     path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
-def build_tiny_model(out_dir: str | Path, *, seed: int = 0) -> Path:
-    """Write the tokenizer and a random-weight 2-layer Qwen2 model to ``out_dir``; return it."""
+def build_tiny_model(out_dir: str | Path, *, seed: int = 0, context: int = 2048) -> Path:
+    """Write the tokenizer and a random-weight 2-layer Qwen2 model to ``out_dir``; return it.
+
+    ``context`` is ``max_position_embeddings``: the scenario prompts are 3-7k tokens with this
+    512-token vocabulary, so rollouts of real scenarios need e.g. 16384 (the weights do not
+    depend on it: rotary embeddings have no parameters)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
@@ -145,7 +149,7 @@ def build_tiny_model(out_dir: str | Path, *, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        max_position_embeddings=2048,
+        max_position_embeddings=context,
         rope_theta=10000.0,
         # Untied output head and a wider init than the 0.02 default: with tied embeddings a
         # random 2-layer model echoes its last input token, so greedy text would not depend on
@@ -269,4 +273,5 @@ def write_full_size_config(out_dir: str | Path, *, max_model_len: int | None = N
 if __name__ == "__main__":  # pragma: no cover - convenience for manual use
     import sys
 
-    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "tiny-qwen2"))
+    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "tiny-qwen2",
+                           context=int(sys.argv[2]) if len(sys.argv) > 2 else 2048))

