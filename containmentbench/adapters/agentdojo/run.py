@@ -238,7 +238,11 @@ def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.
                 "model_s": [0.0 for _ in outcomes], "host": [host] * len(outcomes),
                 # one adapter process per shard; no model engine is loaded
                 "job": [f"{cfg.policy.name}/seed={cfg.seed}/{cfg.suite}"] * len(outcomes),
-                "job_load_s": [0.0] * len(outcomes)})}
+                "job_load_s": [0.0] * len(outcomes),
+                # the ground-truth pipeline makes no model call; a served pipeline's call
+                # latencies are not recorded by the adapter (null, not zero)
+                "call_latency_s": [[] if cfg.pipeline == "ground_truth" else None
+                                   for _ in outcomes]})}
 
 
 def specs_for(suite: str, user_ids: Sequence[str], injection_ids: Sequence[str] | None,
