@@ -52,10 +52,50 @@ def analysis_config(args: argparse.Namespace) -> dict:
     return cfg
 
 
+# what a run directory holds (any one of them marks a folder as one); analyze writes its
+# tables/ and figures/ there
+RUN_MARKS = ("tables", "figures", "metrics", "traces", "config.yaml", "MANIFEST.json")
+
+
+def check_analyze_out(metrics: Path, out: Path) -> None:
+    """``--out`` is a run directory (or a new or empty folder), and not another model's:
+    analyze never writes its tables into a foreign folder or over another run's tables."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir():
+        raise BenchError("exists and is not a folder (--out must name a run directory)",
+                         file=str(out), field="out")
+    names = {p.name for p in out.iterdir()}
+    if not names:
+        return
+    if not names & set(RUN_MARKS):
+        raise BenchError(f"refusing to write tables into a non-empty folder that is not a run "
+                         f"directory (it holds '{sorted(names)[0]}'); nothing was changed",
+                         file=str(out), field="out")
+    own = out / "metrics" / "rollout_metrics.parquet"
+    if own.is_file() and metrics.exists() and own.resolve() != metrics.resolve():
+        import pyarrow.parquet as pq
+
+        def ident(p: Path) -> set[tuple[str, str]]:
+            try:
+                t = pq.read_table(p, columns=["model", "backend"])
+            except Exception:  # unreadable: check_metrics reports the input; skip the other
+                return set()
+            return set(zip(t.column("model").to_pylist(), t.column("backend").to_pylist(),
+                           strict=True))
+        theirs, ours = ident(own), ident(metrics)
+        if theirs and ours and theirs != ours:
+            (m, b) = sorted(theirs)[0]
+            raise BenchError(f"refusing to overwrite the tables of another run (model '{m}', "
+                             f"backend '{b}'); each model needs its own run directory",
+                             file=str(out), field="out")
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
 
     cfg = analysis_config(args)
+    check_analyze_out(args.metrics, args.out)
     summary = None
     if args.reparse is not None:
         if not args.reparse.exists():
