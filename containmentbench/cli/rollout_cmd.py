@@ -121,13 +121,10 @@ def _from_study(args: argparse.Namespace) -> dict[str, Any]:
         raise BenchError("--study-config needs --shard", field="shard")
     data = read_resolved(args.study_config)
     shard = shard_by_id(data, args.shard)
+    from containmentbench.runtime.job import backend_config
+
     b = data["backend"]
-    options = dict(b.get("options") or {})
-    if b["name"] in ("vllm", "hf"):
-        options.setdefault("max_model_len", data["model"]["max_model_len"])
-        options.setdefault("dtype", data["model"]["dtype"])
-    if b["name"] == "sim":
-        options.setdefault("profile", data["model"]["sim_profile"])
+    options = backend_config(data).options  # the one place that completes backend options
     return {"suite": data["study"]["suite"], "stage": shard.stage,
             "scenarios": ",".join(shard.scenario_ids), "defense": shard.defense,
             "seed": shard.seed, "backend": b["name"],
