@@ -3,15 +3,16 @@
 Layout (deterministic bytes: sorted, no timestamps, so the report is hashed by ``freeze``
 and a rebuild of a frozen study reproduces it)::
 
-    report/index.html            overview, integrity audit, every table, every figure, record
+    report/index.html            overview, integrity audit, every table, the provenance audit's
+                                 tables (audit/tables/, when the run has one), figures, record
     report/drilldown.html        defense x stage grid -> drill/<defense>--<stage>.html
     report/cases.html            Table 21 pairs side by side (proposal, decision, commit)
     report/rollouts/<id>.html    one page per linked rollout (graph, timeline, CIM view)
     report/figures/*.png         copies of the study's figures
 
 A frozen study (one with MANIFEST.json) must pass ``verify`` and every table's sha256 must
-equal its manifest entry, or nothing is written. Inside the pipeline the report is built just
-before ``freeze`` (``before_freeze``), which then hashes it with everything else.
+equal its manifest entry (``audit/tables/`` included), or nothing is written. Inside the
+pipeline the report is built just after ``audit`` and just before ``freeze`` (``before_freeze``), which then hashes it with everything else.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def _tables(run: RunDir) -> list[Path]:
     return t + f
 
 
+def _audit_tables(run: RunDir) -> list[Path]:
+    """The provenance audit's tables (paper 001; ``audit run``, e.g. ``audit_gap``); empty for a
+    run directory without an audit (older studies keep a report without that section)."""
+    return sorted((run.path / "audit" / "tables").glob("*.parquet"))
+
+
 def attribution_examples(df: pl.DataFrame, row: dict[str, Any], k: int) -> list[str]:
     """Rollouts behind one rule-attribution row (the same pairs ``analysis.paired.attribution``
     counts): the defense's side of differing pairs whose stopping rules contain the row's
@@ -123,7 +130,7 @@ class Report:
         self.linked.add(rid)
         return H.link(rollout_href(rid, root), rid, "rollout-link")
 
-    def _table_html(self, p: Path) -> str:
+    def _table_html(self, p: Path, key: str = "") -> str:
         rel = p.relative_to(self.run.path).as_posix()
         digest = sha256_file(p)
         if self.hashes is not None and self.hashes.get(rel) != digest:
@@ -145,9 +152,10 @@ class Report:
                      for r in df.iter_rows(named=True)]
         others = " ".join(H.link(f"../{rel[:-8]}.{s}", s) for s in ("csv", "md", "tex")
                           if (self.run.path / f"{rel[:-8]}.{s}").exists())
-        return (f'<h3 id="t-{p.stem}">{p.stem}</h3><p class="hash">{rel} sha256 {digest} · '
+        key += p.stem  # anchors: t-<key>, table-<key>
+        return (f'<h3 id="t-{key}">{p.stem}</h3><p class="hash">{rel} sha256 {digest} · '
                 f"{others}</p>" + H.table(df.columns, df.iter_rows(), caption=cap, extra=extra,
-                                          extra_cells=cells, table_id=f"table-{p.stem}"))
+                                          extra_cells=cells, table_id=f"table-{key}"))
 
     # ------------------------------------------------------------------ pages
 
@@ -174,6 +182,14 @@ class Report:
         body.append('<h2 id="tables">Tables</h2><nav class="toc">' + " ".join(
             H.link(f"#t-{p.stem}", p.stem) for p in tables) + "</nav>")
         body += [self._table_html(p) for p in tables]
+        audit_tables = _audit_tables(self.run)
+        if audit_tables:  # hashed by freeze like tables/, so checked the same way here
+            body.append('<h2 id="provenance-audit">Provenance audit (paper 001)</h2><p>Offline '
+                        "NeuroTaint audit of every trace (<code>containmentbench audit run</code>"
+                        "): sinks with logged taint against sinks the audit attributes to an "
+                        'untrusted source.</p><nav class="toc">' + " ".join(
+                            H.link(f"#t-audit-{p.stem}", p.stem) for p in audit_tables) + "</nav>")
+            body += [self._table_html(p, key="audit-") for p in audit_tables]
         figs = sorted((self.run.path / "figures").glob("*.png"))
         body.append('<h2 id="figures">Figures</h2>')
         for f in figs:
