@@ -38,6 +38,7 @@ wildcard_constraints:
 if S.adapter:  # an external benchmark through the adapter (study=agentdojo)
 
     include: "workflow/rules/agentdojo.smk"
+    include: "workflow/rules/reproduce.smk"
 
 else:
 

@@ -217,9 +217,24 @@ def _check_metadata(study: Path, manifest: dict[str, Any]) -> list[str]:
     return out
 
 
+def _adapter(study: Path) -> str | None:
+    """The external benchmark a run directory holds (``study.adapter.name`` of its resolved
+    config; paper 000 §6.4), or None for a study of our own scenarios."""
+    cfg = study / "config.yaml"
+    if cfg.exists():
+        from omegaconf import OmegaConf
+        study_cfg = OmegaConf.to_container(OmegaConf.load(cfg)).get("study") or {}
+        adapter = study_cfg.get("adapter") if isinstance(study_cfg, dict) else None
+        if isinstance(adapter, dict) and adapter.get("name"):
+            return str(adapter["name"])
+    # without a config, the parity counts only an adapter run writes tell it apart
+    return "agentdojo" if (study / "adapter" / "parity.json").exists() else None
+
+
 def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
     """Recompute reparse, metrics and tables from the cached traces only (no model, no GPU)
-    into a scratch folder and compare bytes with the frozen files."""
+    into a scratch folder and compare bytes with the frozen files. An adapter run (AgentDojo,
+    §6.4) recomputes its metrics and parity counts with the adapter's own verbs instead."""
     from containmentbench.analysis.run import analyze
     from containmentbench.metrics.compute import compute_metrics, write_metrics
     from containmentbench.parser.run import reparse_traces
@@ -235,15 +250,30 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
         summary = None
         if (study / "reparse" / "summary.json").exists():
             summary = reparse_traces(study / "traces", scratch / "reparse")
-        write_metrics(compute_metrics(study / "traces", workers),
-                      scratch / "metrics" / "rollout_metrics.parquet")
+        adapter = _adapter(study)
+        if adapter is None:
+            write_metrics(compute_metrics(study / "traces", workers),
+                          scratch / "metrics" / "rollout_metrics.parquet")
+        elif adapter == "agentdojo":  # the same calls as `adapters metrics` / `adapters parity`
+            from containmentbench.adapters.agentdojo.metrics import compute_metrics as adm
+            from containmentbench.adapters.agentdojo.report import parity_summary
+            from containmentbench.canonical import canonical_json
+
+            write_metrics(adm(study / "traces", workers),
+                          scratch / "metrics" / "rollout_metrics.parquet")
+            (scratch / "adapter").mkdir()
+            (scratch / "adapter" / "parity.json").write_text(
+                canonical_json(parity_summary(study / "traces")) + "\n")
+        else:
+            raise BenchError(f"adapter '{adapter}' has no reproduce step",
+                             file=str(study / "config.yaml"))
         analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
                 summary)
         if (study / "tables" / "case_studies.parquet").exists():
             from containmentbench.report.write import write_cases
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
-        for sub in progress(("reparse", "metrics", "tables", "figures"),
+        for sub in progress(("reparse", "metrics", "tables", "figures", "adapter"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()

@@ -2,12 +2,14 @@
 # from other rules, so it never schedules a rollout: for every model's run directory it
 # rebuilds reparse, metrics and tables from the cached traces, compares bytes with the
 # frozen ones and verifies MANIFEST.json; with several models, the same for cross_model/.
+# An adapter study (study=agentdojo) rebuilds its adapter metrics, parity and tables instead.
 rule reproduce:
     log:
         S.study_path("logs", "reproduce.log"),
     params:
         runs=S.run_dirs(),
-        cross=S.study_path("cross_model") if S.multi_model else "",
+        # adapter studies have no cross_model/ step (workflow/rules/agentdojo.smk)
+        cross=S.study_path("cross_model") if S.multi_model and not S.adapter else "",
     conda:
         "../envs/containmentbench.yaml"
     resources:
