@@ -10,7 +10,7 @@ the maximum reachable denominator over defenses.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -138,7 +138,11 @@ def _apply_fixed_max(table: pa.Table) -> pa.Table:
     return df.to_arrow().select(METRICS.names).cast(METRICS)
 
 
-def compute_metrics(traces: str | Path, workers: int | None = None) -> pa.Table:
+def compute_metrics(traces: str | Path, workers: int | None = None,
+                    rows_of: Callable[[str], list[dict[str, Any]]] = shard_rows) -> pa.Table:
+    """Every finished shard below ``traces`` -> the metrics table. ``rows_of`` turns one shard
+    into its metric rows (a module-level function, so worker processes can run it): ours by
+    default, the AgentDojo adapter's for adapter traces."""
     shards = [str(s) for s in shard_dirs(traces)]
     if not shards:
         raise BenchError(f"no finished trace shards below {traces}", file=str(traces))
@@ -147,12 +151,12 @@ def compute_metrics(traces: str | Path, workers: int | None = None) -> pa.Table:
     with Progress(len(shards), "metrics: trace shards", unit="shard") as bar:
         if workers > 1 and len(shards) > 1:
             with ProcessPoolExecutor(workers) as pool:
-                for part in pool.map(shard_rows, shards, chunksize=1):
+                for part in pool.map(rows_of, shards, chunksize=1):
                     rows.extend(part)
                     bar.update()
         else:
             for s in shards:
-                rows.extend(shard_rows(s))
+                rows.extend(rows_of(s))
                 bar.update()
     cols = {f.name: [r.get(f.name) for r in rows] for f in METRICS}
     table = pa.Table.from_pydict(cols, schema=METRICS)

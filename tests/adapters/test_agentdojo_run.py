@@ -141,3 +141,20 @@ def test_served_pipeline_goes_through_the_gateway(monkeypatch):
     dec = [e for e in o2.rec.events if e["kind"] == "decision" and e["tool"] == "send_money"]
     assert dec[0]["decision"] == "block" and lab2["linkage_complete"]
     assert not lab2["parity_applicable"]  # the defense intervened
+
+
+def test_metrics_check_event_numbering_of_adapter_shards(tmp_path):
+    """Adapter shards pass through the same trace checks as ours (numbering 0..n-1 in order,
+    forward edges): a shard with its events out of order is a one-line error, not metrics."""
+    import pyarrow.parquet as pq
+    import pytest
+
+    from containmentbench.adapters.agentdojo.metrics import shard_rows
+    from containmentbench.errors import BenchError
+
+    out = _shard(tmp_path, "a")
+    assert shard_rows(str(out))  # intact: metrics rows
+    ev = pq.read_table(out / "events.parquet")
+    pq.write_table(ev.take(list(reversed(range(ev.num_rows)))), out / "events.parquet")
+    with pytest.raises(BenchError, match="seq"):
+        shard_rows(str(out))

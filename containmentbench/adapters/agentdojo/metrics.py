@@ -18,20 +18,19 @@ adapter's projection of AgentDojo's task definitions:
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from containmentbench.adapters.agentdojo import labels as _labels  # registers the table
 from containmentbench.errors import BenchError
 from containmentbench.metrics import definitions as M
-from containmentbench.metrics.compute import EDGE_COLS, EVENT_COLS, _apply_fixed_max, _groups
-from containmentbench.metrics.schema import METRICS, OUTCOMES, STAGE_SCOPE
-from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.metrics.compute import EDGE_COLS, EVENT_COLS, _groups
+from containmentbench.metrics.compute import compute_metrics as _compute
+from containmentbench.metrics.schema import OUTCOMES, STAGE_SCOPE
+from containmentbench.trace.io import read_table
+from containmentbench.trace.validate import check_shard
 
 _ = _labels
 NOT_MAPPED = ("secret_leakage", "wrong_recipient", "memory_reinfection", "recovery_success",
@@ -93,9 +92,11 @@ def rollout_row(t: M.RolloutTrace, lab: dict[str, Any]) -> dict[str, Any]:
 def shard_rows(shard: str) -> list[dict[str, Any]]:
     d = Path(shard)
     ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
-    cols = [*EVENT_COLS, "ledger_match"]
-    ev = _groups(read_table(d / "events.parquet", "events", cols))
-    ed = _groups(read_table(d / "edges.parquet", "edges", EDGE_COLS))
+    ev_t = read_table(d / "events.parquet", "events", [*EVENT_COLS, "ledger_match"])
+    ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
+    # the same numbering and edge-direction checks as every other trace reader
+    check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
+    ev, ed = _groups(ev_t), _groups(ed_t)
     if not (d / "adapter_labels.parquet").exists():
         raise BenchError("not an AgentDojo adapter shard (no adapter_labels.parquet)",
                          file=str(d))
@@ -110,23 +111,6 @@ def shard_rows(shard: str) -> list[dict[str, Any]]:
 
 
 def compute_metrics(traces: str | Path, workers: int | None = None) -> pa.Table:
-    shards = [str(s) for s in shard_dirs(traces)]
-    if not shards:
-        raise BenchError(f"no finished trace shards below {traces}", file=str(traces))
-    workers = workers or min(len(shards), os.cpu_count() or 1)
-    rows: list[dict[str, Any]] = []
-    if workers > 1 and len(shards) > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            for part in pool.map(shard_rows, shards, chunksize=1):
-                rows.extend(part)
-    else:
-        for s in shards:
-            rows.extend(shard_rows(s))
-    table = pa.Table.from_pydict({f.name: [r.get(f.name) for r in rows] for f in METRICS},
-                                 schema=METRICS)
-    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in (
-        "stage", "scenario_id", "model", "backend", "defense", "seed", "rollout_id")])
-    table = _apply_fixed_max(table.take(idx))
-    if len(table) != len(set(table.column("rollout_id").to_pylist())):
-        raise BenchError(f"duplicate rollouts below {traces}", file=str(traces))
-    return table
+    """The metrics table of an adapter run: our shard walk, sort, fixed-max denominator and
+    duplicate check (``metrics.compute``), with this module's rows per shard."""
+    return _compute(traces, workers, rows_of=shard_rows)
