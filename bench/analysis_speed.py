@@ -33,6 +33,7 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
     """A metrics table shaped like a study: scenarios x 7 defenses x 5 seeds."""
     import numpy as np
     import polars as pl
+    import pyarrow as pa
 
     from containmentbench.metrics.schema import METRICS
 
@@ -95,6 +96,13 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
         "false_positive_block_rate", "false_positive_confirm_rate"))
     df = df.with_columns(pl.col("blast_radius_raw").alias("fixed_max_denominator"),
                          pl.col("blast_radius_norm").alias("blast_radius_fixed"))
+    rb = df["rollback_count"].to_numpy() > 0
+    df = df.with_columns(
+        pl.Series("rolled_back_harm", (rb & (rng.random(n) < 0.5)).astype(np.int32)),
+        pl.Series("rolled_back_required", (rb & (rng.random(n) < 0.1)).astype(np.int32)))
+    # columns the schema gained after this generator was written: all null
+    df = df.with_columns(pl.Series(f.name, pa.nulls(n, f.type)) for f in METRICS
+                         if f.name not in df.columns)
     table = df.select(METRICS.names).to_arrow().cast(METRICS)
     import pyarrow.parquet as pq
     pq.write_table(table, path, compression="zstd")
