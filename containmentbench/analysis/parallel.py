@@ -32,8 +32,11 @@ from containmentbench.analysis.paired import (
     pair_interval,
 )
 
-#: below this many resampled values in all, a pool costs more than it saves
-MIN_PARALLEL_WORK = 2_000_000
+#: below this many resampled values in all (rows per defense x intervals x resamples), two
+#: spawned workers (~1 s of start-up each) cost more than they save: full_main (2,520 rows
+#: per defense, ~1.2e9) analyzes in 1.8 s in process and 4.1 s with a pool; 10^6 rows
+#: (~7e10) spend ~50 s of CPU resampling
+MIN_PARALLEL_WORK = 5_000_000_000
 
 
 def available_cores() -> int:
@@ -56,6 +59,10 @@ class _Now:
         return self._value
 
 
+def _ready() -> None:
+    """A worker's first task: importing this module loads the bootstrap (numpy, polars)."""
+
+
 class IntervalPool:
     """Runs interval functions on ``workers`` spawned processes (started on the first
     submission), or in this process, lazily, when ``workers <= 1``. ``submit`` returns an
@@ -69,13 +76,20 @@ class IntervalPool:
     def parallel(self) -> bool:
         return self.workers > 1
 
+    def start(self) -> IntervalPool:
+        """Spawn the workers now, so their start-up (interpreter, numpy) overlaps with the
+        parent building the first intervals' inputs."""
+        if self.parallel and self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers,
+                                             mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(self.workers):  # each submission spawns one idle-less worker
+                self._pool.submit(_ready)
+        return self
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future | _Now:
         if not self.parallel:
             return _Now(fn, args)
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers,
-                                             mp_context=multiprocessing.get_context("spawn"))
-        return self._pool.submit(fn, *args)
+        return self.start()._pool.submit(fn, *args)  # type: ignore[union-attr]
 
     def close(self) -> None:
         if self._pool is not None:
@@ -126,4 +140,5 @@ def pool_for(df: pl.DataFrame, n_intervals: int, resamples: int,
     workers = available_cores() if workers is None else workers
     n_def = max(1, df["defense"].n_unique()) if "defense" in df.columns else 1
     work = n_intervals * (df.height / n_def) * resamples
-    return IntervalPool(workers if n_intervals >= 2 and work >= MIN_PARALLEL_WORK else 1)
+    return IntervalPool(workers if n_intervals >= 2 and work >= MIN_PARALLEL_WORK else 1
+                        ).start()
