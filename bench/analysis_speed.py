@@ -115,7 +115,8 @@ class _Memory:
     /proc every 50 ms. A worker's own peak is its VmHWM after exec (``ru_maxrss`` of a
     spawned child also counts the parent's pages it held between fork and exec, so it is
     not the worker's use); ``total`` is the largest sum of VmRSS of parent and live workers
-    seen at one instant (the machine's actual footprint)."""
+    seen at one instant (the machine's actual footprint). Workers are the children running
+    ``multiprocessing.spawn`` (the pool's workers)."""
 
     def __init__(self) -> None:
         import threading
@@ -150,11 +151,23 @@ class _Memory:
                 continue
         return kids
 
+    @staticmethod
+    def _cmdline(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
     def _sample(self) -> None:
         import os
 
         total = self._status(os.getpid()).get("VmRSS", 0)
         for pid in self._children():
+            # between fork and exec a child still maps the parent's pages (its VmRSS and
+            # VmHWM are the parent's); a worker counts once it runs its own interpreter
+            if b"spawn_main" not in self._cmdline(pid):
+                continue
             st = self._status(pid)
             self.workers_seen.add(pid)
             self.worker_peak_kib = max(self.worker_peak_kib, st.get("VmHWM", 0))

@@ -19,13 +19,13 @@ from containmentbench.analysis import figures, tables
 from containmentbench.analysis.paired import Settings, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
+    read_frame,
     read_part,
     sensitivity_part,
     start_bootstrap,
 )
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
-from containmentbench.metrics.compute import read_metrics
 
 MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
                 "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
@@ -54,7 +54,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
     t0 = time.perf_counter()
     out = Path(out)
-    df = pl.from_arrow(read_metrics(metrics_path))
+    df = read_frame(metrics_path)
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)
