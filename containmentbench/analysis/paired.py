@@ -193,7 +193,8 @@ def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
     rows = []
     for stage in stages:
         for metric in metrics:
-            base = stage_rows(df, stage, metric)
+            base = stage_rows(df.select(metric, "cluster_id", "defense", "stage", "status"),
+                              stage, metric)
             for defense in sorted(base["defense"].unique().to_list()):
                 sub = base.filter(pl.col("defense") == defense)
                 events = int(sub[metric].sum())
@@ -278,7 +279,7 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
     """Table 13: each stage's share of the all-stage gap mean_a - mean_b, with the stage's
     weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means)."""
     rows = []
-    base = stage_rows(df, "all", metric)
+    base = stage_rows(df.select(metric, "defense", "stage", "status"), "all", metric)
     n_total = base.filter(pl.col("defense") == a).height
     for st in stages:
         sa = base.filter((pl.col("defense") == a) & (pl.col("stage") == st))
@@ -308,7 +309,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     rows = []
 
     def mean(stage: str, defense: str, col: str) -> float | None:
-        sub = stage_rows(df, stage, col).filter(pl.col("defense") == defense)
+        sub = stage_rows(df.select(col, "defense", "stage", "status"), stage, col) \
+            .filter(pl.col("defense") == defense)
         return fmean(sub[col]) if sub.height else None
 
     for label, stage, col in (
@@ -321,7 +323,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     p = pairs(df, a, b, "authorized_tainted_action_success", "active_tainted")
     done = p.filter((pl.col("value_a") == 1) & (pl.col("value_b") == 1))
     keys = done.select(PAIR_KEYS)
-    base = stage_rows(df, "active_tainted", "blast_radius_norm")
+    base = stage_rows(df.select(*PAIR_KEYS, "blast_radius_norm", "defense", "stage", "status"),
+                      "active_tainted", "blast_radius_norm")
     sub = base.join(keys, on=PAIR_KEYS, how="semi")
     rows.append({"scope": "Authorized-completion subset",
                  "mean_a": fmean(sub.filter(pl.col("defense") == a)["blast_radius_norm"])
@@ -335,8 +338,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
 def attribution(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:
     """Rule-level attribution (§7.2): on pairs whose utility differs, the rule ids that
     stopped a call in each defense's row, with counts."""
-    base = stage_rows(df, stage, metric)
     cols = [*PAIR_KEYS, "stage", metric, "stop_rule_ids"]
+    base = stage_rows(df.select(*cols, "defense", "status"), stage, metric)
     j = base.filter(pl.col("defense") == a).select(cols).join(
         base.filter(pl.col("defense") == b).select(cols), on=[*PAIR_KEYS, "stage"], suffix="_b")
     diff = j.filter(pl.col(metric) != pl.col(f"{metric}_b"))
