@@ -1,0 +1,90 @@
+"""In-process target queries: rollouts of derived scenarios through the standard runtime
+(gateway, policy, sandbox, recorder), one loaded backend for the whole search or check.
+
+Used where the protocol needs a result per rollout before it can decide its next step (the
+search's F1 feedback, the staged qualification, paper 000 §6.3). The frozen candidates'
+replay across the defenses goes through the standard shard path instead (attacks/replay.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from containmentbench.attacks.feedback import funnel
+from containmentbench.models.base import Completion, GenerationRequest
+from containmentbench.scenarios.model import Scenario
+
+
+class Runner:
+    def __init__(self, data: dict[str, Any], backend: Any = None, label: str = "search"
+                 ) -> None:
+        from containmentbench.parser.modes import parser_for
+        from containmentbench.pipeline.plan import model_label
+        from containmentbench.runtime.episode import RuntimeConfig
+        from containmentbench.runtime.job import backend_config
+
+        self.data = data
+        b = data["backend"]
+        self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
+                                 parser=parser_for(data["study"].get("parser", "current")),
+                                 tool_mode=b.get("tool_mode", "prompt"),
+                                 **{k: v for k, v in data["runtime"].items()
+                                    if k in RuntimeConfig.__dataclass_fields__})
+        self.model = model_label(data)
+        self.profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
+        self.study = f"{data['study']['name']}/{label}"
+        self.window = int(b["window"])
+        self._owned = backend is None
+        if backend is None:
+            from containmentbench.models.base import make_backend
+            backend = make_backend(backend_config(data))
+        self.backend = backend
+        self._policies: dict[str, Any] = {}
+
+    def policy(self, defense: str) -> Any:
+        if defense not in self._policies:
+            from containmentbench.policies import load_policy
+            self._policies[defense] = load_policy(defense, self.data["defenses"])
+        return self._policies[defense]
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        """Rewrite requests (attacks/mutation.py) through the same backend."""
+        if not requests:
+            return []
+        out = self.backend.generate(requests)
+        for c in out:
+            if c.error:
+                from containmentbench.errors import BenchError
+                raise BenchError(f"rewrite request failed at the provider: {c.error}",
+                                 field="backend")
+        return out
+
+    def rollouts(self, items: Sequence[tuple[Scenario, int]], defense: str
+                 ) -> list[dict[str, Any]]:
+        """Run each (scenario, seed) once under ``defense``; the funnel view of each, in
+        order. A provider error is an error, never an outcome."""
+        from containmentbench.errors import BenchError
+        from containmentbench.runtime.driver import ShardContext, run_episodes
+
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        by_seed: dict[int, list[int]] = {}
+        for i, (_, seed) in enumerate(items):
+            by_seed.setdefault(seed, []).append(i)
+        pol = self.policy(defense)
+        for seed, idx in sorted(by_seed.items()):
+            ctx = ShardContext(self.study, self.model, self.data["backend"]["name"], defense,
+                               seed, self.profile)
+            eps, _, _ = run_episodes([items[i][0] for i in idx], pol, self.backend, ctx,
+                                     self.cfg, self.window)
+            for i, ep in zip(idx, eps, strict=True):
+                if ep.status == "error":
+                    raise BenchError(f"rollout of {items[i][0].id} ended in a provider error: "
+                                     f"{ep.error}", field="backend")
+                results[i] = {"rollout_id": ep.spec.rollout_id,
+                              **funnel(ep.rec.events, items[i][0])}
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        if self._owned:
+            self.backend.close()
