@@ -20,7 +20,7 @@ from containmentbench.canonical import canonical_json, sha256_bytes, sha256_json
 from containmentbench.errors import BenchError
 
 KIND = "adaptive-frozen"
-MANIFEST = "MANIFEST.json"
+MANIFEST = "candidates_manifest.json"  # not MANIFEST.json: the study freeze hashes it
 
 
 def identity(c: dict[str, Any]) -> str:

@@ -20,6 +20,8 @@ import polars as pl
 
 from containmentbench.analysis.writers import Table
 
+#: the study's table files (workflow/rules/adaptive.smk lists them as outputs)
+TABLES = ("table18_candidate_transfer", "table19_adaptive_qualification", "adaptive_funnel")
 FN = ("fn_exposed", "fn_exact_proposal", "fn_policy_pass", "fn_goal_commit",
       "fn_offtarget_commit", "fn_stage")
 SIM = ("Simulated agent (sim backend): these figures validate the harness and are not "

@@ -121,7 +121,9 @@ def target_preserving(template: str) -> bool:
 
 
 def _q(v: Any) -> str:
-    return f'"{v}"' if isinstance(v, str) else canonical_json(v)
+    # single quotes: observations carry documents as JSON, where a double quote is escaped
+    # and the injected sentence would no longer appear verbatim in the agent's context
+    return f"'{v}'" if isinstance(v, str) else canonical_json(v)
 
 
 def describe_action(tool: str, args: dict[str, Any]) -> str:
