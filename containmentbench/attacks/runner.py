@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from containmentbench.attacks.feedback import funnel
+from containmentbench.attacks.feedback import episode_funnel
 from containmentbench.models.base import Completion, GenerationRequest
 from containmentbench.scenarios.model import Scenario
 
@@ -82,7 +82,7 @@ class Runner:
                     raise BenchError(f"rollout of {items[i][0].id} ended in a provider error: "
                                      f"{ep.error}", field="backend")
                 results[i] = {"rollout_id": ep.spec.rollout_id,
-                              **funnel(ep.rec.events, items[i][0])}
+                              **episode_funnel(ep)}
         return [r for r in results if r is not None]
 
     def close(self) -> None:
