@@ -105,3 +105,13 @@ def digest(data: dict[str, Any]) -> dict[str, Any]:
                                          "target_preserving", "roots", "branching", "width",
                                          "depth", "restarts", "max_queries_per_restart",
                                          "search_seeds")}}
+
+
+def rule_key(data: dict[str, Any]) -> str:
+    """A Snakemake params value: changes whenever the search settings, the study (splits,
+    seeds, defenses), the model or the backend identity change, so the steps rerun (and refuse
+    to mix with an earlier log or suite) rather than silently keep stale outputs."""
+    from containmentbench.canonical import sha256_json
+
+    return sha256_json({"search": digest(data), "study": data["study"],
+                        "defenses": data["defenses"]})[:16]

@@ -7,6 +7,7 @@
 from pathlib import Path
 
 from containmentbench.attacks.report import TABLES as ADAPTIVE_TABLES
+from containmentbench.attacks.settings import rule_key as adaptive_key
 
 
 rule adaptive_splits:
@@ -16,6 +17,7 @@ rule adaptive_splits:
         S.path("logs", "adaptive", "splits.log"),
     params:
         config=S.config_path,
+        key=lambda w: adaptive_key(S.run_data(w)),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -33,6 +35,7 @@ rule adaptive_search:
         S.path("logs", "adaptive", "search.log"),
     params:
         config=S.config_path,
+        key=lambda w: adaptive_key(S.run_data(w)),
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../envs/containmentbench.yaml"
@@ -71,6 +74,7 @@ rule adaptive_qualify:
         S.path("logs", "adaptive", "qualification.log"),
     params:
         config=S.config_path,
+        key=lambda w: adaptive_key(S.run_data(w)),
         search=lambda w, input: os.path.dirname(input.search[0]),
         frozen=lambda w, input: os.path.dirname(input.frozen[0]),
         out=lambda w, output: os.path.dirname(output[0]),
@@ -93,6 +97,7 @@ rule adaptive_replay:
         S.path("logs", "adaptive", "replay.log"),
     params:
         config=S.config_path,
+        key=lambda w: adaptive_key(S.run_data(w)),
         frozen=lambda w, input: os.path.dirname(input.frozen[0]),
     conda:
         "../envs/containmentbench.yaml"
