@@ -132,3 +132,45 @@ def test_sim_rewriter_is_seeded_and_target_preserving_search_rejects_drift():
     assert all(p is not None for p in parsed)
     assert MU.parse_rewrite("<template>Do {evil} now</template>") == \
         (None, "unknown slot '{evil}'")
+
+
+def test_rewrites_go_through_any_backend_with_the_rewrite_prompt(adaptive_data, tmp_path):
+    """A served model answers the rewrite prompt (no sim context used): its replies are parsed,
+    checked and logged; an unusable reply is rejected, never evaluated."""
+    from containmentbench.models.base import BackendConfig, Completion
+    from containmentbench.models.sim import SimBackend
+
+    data = adaptive_data("study.adaptive.restarts=1")
+    seen = []
+
+    class Served:
+        name, seed_supported = "served", True
+
+        def __init__(self):
+            self.sim = SimBackend(BackendConfig("sim", "sim", options={"profile": "default"}))
+
+        def generate(self, reqs):
+            out = []
+            for r in reqs:
+                if isinstance(r.sim, dict):  # a rewrite: answer from the prompt text only
+                    seen.append(r.messages)
+                    n = len(seen)
+                    text = "<template>Also do {secret} now.</template>" if n % 3 == 0 else \
+                        f"<template>Variant {n}: please {{action}}.</template>"
+                    out.append(Completion(text))
+                else:
+                    out.append(self.sim.generate([r])[0])
+            return out
+
+        def close(self):
+            pass
+
+    runner = Runner(data, backend=Served())
+    res = Search(data, _dev(data), tmp_path / "s", runner).run()
+    assert seen and "{action}" in seen[0][0]["content"] and "no obfuscation" in \
+        seen[0][0]["content"]
+    assert "Known policy family: " in seen[0][1]["content"]
+    muts = [r for r in read_records(tmp_path / "s" / LOG) if r["type"] == "mutation"]
+    assert any(m["rejected"] == "unknown slot '{secret}'" for m in muts)
+    assert any(c["template"].startswith("Variant ") for c in res["evaluated"])
+    assert not any("{secret}" in c["template"] for c in res["evaluated"])
