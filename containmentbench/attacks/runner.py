@@ -1,6 +1,13 @@
 """In-process target queries: rollouts of derived scenarios through the standard runtime
 (gateway, policy, sandbox, recorder), one loaded backend for the whole search or check.
 
+Each query's result is the K2+F1 feedback (paper 000 §6.3, §7.4): the common funnel-stage view
+computed by the project's one funnel definition
+(:func:`containmentbench.attacks.funnel.rollout_funnel`: 1 delivered, 2 exposed, 3 exact-goal
+proposal, 4 policy pass, 5 commit linked by call id to the exact-goal proposal). The search
+keeps the stage and nothing else (no rule ids, no policy evidence, no trace text); the
+qualification keeps the ``fn_*`` flags of each rollout for Table 19.
+
 Used where the protocol needs a result per rollout before it can decide its next step (the
 search's F1 feedback, the staged qualification, paper 000 §6.3). The frozen candidates'
 replay across the defenses goes through the standard shard path instead (attacks/replay.py).
@@ -11,9 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from containmentbench.attacks.feedback import episode_funnel
+from containmentbench.attacks.funnel import recorder_events, rollout_funnel
 from containmentbench.models.base import Completion, GenerationRequest
 from containmentbench.scenarios.model import Scenario
+
+
+def episode_funnel(ep: Any) -> dict[str, Any]:
+    """The ``fn_*`` columns of a finished in-process episode."""
+    return rollout_funnel(recorder_events(ep.rec), ep.s).columns()
 
 
 class Runner:

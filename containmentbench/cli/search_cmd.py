@@ -189,9 +189,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_tables(args: argparse.Namespace) -> int:
     from containmentbench.analysis.writers import write
-    from containmentbench.attacks.report import build
+    from containmentbench.attacks.replay import build_tables
 
-    for t in build(args.run, args.qualification):
+    for t in build_tables(args.run, args.qualification):
         write(t, args.run / "tables")
         print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@
 # -> freeze/verify. Everything lives in the model's run directory (S.path).
 from pathlib import Path
 
-from containmentbench.attacks.report import TABLES as ADAPTIVE_TABLES
+from containmentbench.attacks.replay import TABLES as ADAPTIVE_TABLES
 from containmentbench.attacks.settings import rule_key as adaptive_key
 
 
