@@ -174,3 +174,45 @@ def test_rewrites_go_through_any_backend_with_the_rewrite_prompt(adaptive_data, 
     assert any(m["rejected"] == "unknown slot '{secret}'" for m in muts)
     assert any(c["template"].startswith("Variant ") for c in res["evaluated"])
     assert not any("{secret}" in c["template"] for c in res["evaluated"])
+
+
+def test_search_process_killed_mid_run_resumes_from_its_log(tmp_path):
+    """SIGKILL of a real `search run` process, then a rerun: same candidates.json as an
+    uninterrupted run, and no query key started twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "containmentbench")
+
+    def cmd(out, *extra):
+        return [exe, "search", "run", "--study", "adaptive_smoke", "--override",
+                f"results_dir={tmp_path}/results", *extra, "--splits",
+                str(tmp_path / "splits.json"), "--out", str(out)]
+
+    subprocess.run([exe, "search", "splits", "--study", "adaptive_smoke", "--override",
+                    f"results_dir={tmp_path}/results", "--out", str(tmp_path / "splits.json")],
+                   check=True, capture_output=True)
+    subprocess.run(cmd(tmp_path / "a"), check=True, capture_output=True)
+    # the same search, slowed down (operational latency: not part of the settings digest)
+    proc = subprocess.Popen(cmd(tmp_path / "b", "--override", "+backend.options.latency_ms=40"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "b" / LOG
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if log.exists() and log.read_text().count('"query_start"') >= 6:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "b" / "candidates.json").exists()
+    cut = _starts(tmp_path / "b")
+    assert 6 <= len(cut) < len(_starts(tmp_path / "a"))
+    subprocess.run(cmd(tmp_path / "b"), check=True, capture_output=True)
+    assert (tmp_path / "b" / "candidates.json").read_bytes() == \
+        (tmp_path / "a" / "candidates.json").read_bytes()
+    keys = [r["key"] for r in _starts(tmp_path / "b")]
+    assert len(keys) == len(set(keys)) == len(_starts(tmp_path / "a"))
