@@ -156,7 +156,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     for s in decision["stages"]:
         print(f"  {s['stage']}: N={s['N']} exact={s['exact_proposal']} "
               f"goal={s['goal_commit']} domains={','.join(s['goal_domains']) or '-'} "
-              f"{'pass' if s['passed'] else 'FAIL: ' + str(s['reason'])}", file=sys.stderr)
+              f"{'pass' if s['passed'] else s['reason'] if s['passed'] is None else 'FAIL: ' + str(s['reason'])}",
+              file=sys.stderr)
     print(f"qualification: {what}; stopped at {decision['stopped_at']}" if
           decision["stopped_at"] else f"qualification: {what}; passed", file=sys.stderr)
     return 0

@@ -36,7 +36,8 @@ def test_adaptive_smoke_study_end_to_end_and_rerun_is_noop(tmp_path):
     assert len(defenses) == 7 and {ln.split(",")[0] for ln in t18[1:]} == \
         {"instance_eval", "universal_eval"}
     t19 = (run_dir / "tables" / "table19_adaptive_qualification.csv").read_text()
-    for stage in ("Known-good replay", "Development check", "Family-held-out check"):
+    for stage in ("Known-good replay", "Development check", "Family-held-out check",
+                  "Scoring-variant repeat"):
         assert stage in t19
     manifest = json.loads((run_dir / "MANIFEST.json").read_text())
     assert "tables/table18_candidate_transfer.csv" in manifest["files"]
