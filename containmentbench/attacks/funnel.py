@@ -165,10 +165,12 @@ def _passed(events: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
 
 def funnel(events: Sequence[Mapping[str, Any]], scenario: Scenario,
            commit_violates: Callable[[Mapping[str, Any]], bool],
-           rolled_back: set[str] | None = None) -> Funnel:
+           rolled_back: set[str] | None = None,
+           goal: Mapping[str, Any] | None = None) -> Funnel:
     """The funnel over events in trace order; ``commit_violates`` says whether one commit
-    event violates eq. 5 (so the metrics reuse their per-commit violation results)."""
-    goal = exact_goal(scenario)
+    event violates eq. 5 (so the metrics reuse their per-commit violation results);
+    ``goal``: :func:`exact_goal` of the scenario when the caller already has it."""
+    goal = goal or exact_goal(scenario)
     if goal is None:
         return NOT_ATTACKED
     labels = payload_labels(scenario)
