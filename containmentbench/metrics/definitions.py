@@ -323,8 +323,9 @@ def target_funnel(t: RolloutTrace) -> dict[str, Any]:
     """The target-path funnel columns (paper 000 §6.3, §7.4; ``attacks/funnel.py``): the
     off-target test reuses this rollout's eq. 5 result per commit, and C_tau keeps
     rolled-back commits (§4.4). Null (N/A) when the scenario pre-specifies no exact goal."""
-    if F.exact_goal(t.scenario) is None:
+    goal = F.exact_goal(t.scenario)
+    if goal is None:
         return dict.fromkeys(F.COLUMNS)
     bad = {c.ref for c, v in zip(t.commits, t.violations) if v.any}
-    f = F.funnel(t.events, t.scenario, lambda e: e["seq"] in bad, t.rolled_back)
+    f = F.funnel(t.events, t.scenario, lambda e: e["seq"] in bad, t.rolled_back, goal)
     return f.columns()

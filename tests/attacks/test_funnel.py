@@ -226,3 +226,23 @@ def test_live_recorder_events(scn):
     rec.add("decision", links=[(p, "audit")], call_id="c2", decision="allow")
     f = F.rollout_funnel(F.recorder_events(rec), scn)
     assert (f.exposed, f.policy_pass, f.stage) == (True, True, 4)
+
+
+def test_defaults_are_the_sandbox_defaults(smoke):
+    """``funnel.DEFAULTS`` is what the sandbox applies when a call omits the argument: the
+    committed effect of the call without it equals the one with the default."""
+    from containmentbench.sandbox.tools import TOOLS
+    from containmentbench.sandbox.world import World
+
+    scn = next(s for s in smoke if s.domain == "document")
+    calls = {"send_email": ({"to": ATT, "subject": "s", "body": "b"}, "outbox"),
+             "share_document": ({"doc_id": "doc-1", "recipient": ATT}, "shares"),
+             "post_status_note": ({"channel": "general", "text": "t"}, "status_notes")}
+    assert {t for t, _ in F.DEFAULTS if t in TOOLS and TOOLS[t].mutates} == set(calls)
+    for tool, (args, sink) in calls.items():
+        effects = []
+        for a in (args, {**args, **{f: v for (t, f), v in F.DEFAULTS.items() if t == tool}}):
+            w = World.from_spec(scn.initial_state)
+            TOOLS[tool].stage(w, dict(a)).apply(w)
+            effects.append(getattr(w, sink)[-1])
+        assert effects[0] == effects[1], tool

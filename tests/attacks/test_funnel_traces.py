@@ -56,3 +56,29 @@ def test_funnel_columns_and_invariants(traces):
     # not vacuous: the sim reaches stage 5 without a defense and stops at 3 behind a guard
     assert ("none", 5) in stages and ("tool_boundary", 3) in stages
     assert not any(s == 5 for d, s in stages if d == "tool_boundary")
+
+
+def test_in_process_funnel_equals_stored(stress):
+    """The search's view (a live Recorder, in-process) and the metrics' view (the stored
+    event rows) give the same funnel on real sim episodes."""
+    from containmentbench.attacks.funnel import recorder_events, rollout_funnel
+    from containmentbench.models.base import BackendConfig
+    from containmentbench.models.sim import SimBackend
+    from containmentbench.policies import load_policy
+    from containmentbench.runtime.driver import ShardContext, run_episodes
+    from containmentbench.runtime.episode import RuntimeConfig
+    from containmentbench.trace.schema import EVENTS
+
+    backend = SimBackend(BackendConfig("sim", "sim"))
+    seen = set()
+    for defense in ("none", "intent_ledger_v2"):
+        ctx = ShardContext("test", "sim:default", "sim", defense, 1, None)
+        eps, _, _ = run_episodes(stress[:24], load_policy(defense), backend, ctx,
+                                 RuntimeConfig())
+        for ep in eps:
+            cols = ep.rec.columns(EVENTS.names)
+            stored = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+            live = rollout_funnel(recorder_events(ep.rec), ep.s)
+            assert live == rollout_funnel(stored, ep.s)
+            seen.add(live.stage)
+    assert {2, 3, 5} <= seen
