@@ -42,9 +42,11 @@ def seed_variance(
         .agg(pl.col(value_col).cast(pl.Float64).drop_nulls().alias("_v"))
         .collect()
     )
-    # One flat array and its segments instead of a Python list per (group, seed): explode
-    # turns an empty list into one null (NaN here), which fmean drops like the list path.
-    lengths = np.maximum(grouped["_v"].list.len().to_numpy(), 1)
+    # One flat array and its segments instead of a Python list per (group, seed). A seed
+    # without values has no mean (fmean of nothing) and is dropped first, so every segment
+    # is non-empty whatever explode does with an empty list.
+    grouped = grouped.filter(pl.col("_v").list.len() > 0)
+    lengths = grouped["_v"].list.len().to_numpy()
     flat = grouped["_v"].explode().to_numpy()
     segments = np.split(flat, np.cumsum(lengths)[:-1]) if grouped.height else []
     key_rows = grouped.select(keys).rows() if keys else [()] * grouped.height

@@ -92,3 +92,26 @@ def test_pool_and_in_process_analysis_write_identical_bytes(synthetic, tmp_path,
     a, b = _files(tmp_path / "one"), _files(tmp_path / "two")
     assert a == b and any(k.startswith("figures/fig04") for k in a)
     assert one["intervals"] == two["intervals"] > 0
+
+
+def test_seed_variance_segments_match_a_per_group_reference():
+    from containmentbench.analysis.seeds import seed_variance
+
+    rng = np.random.default_rng(4)
+    n = 3_000
+    v = rng.random(n)
+    g = rng.integers(0, 40, n)
+    seed = rng.integers(0, 5, n)
+    values = [None if (gi % 7 == 0 and si == 2) or rng.random() < 0.1 else float(x)
+              for x, gi, si in zip(v, g, seed, strict=True)]  # whole (group, seed)s empty
+    df = pl.DataFrame({"g": g, "seed": seed, "value": values})
+    got = {r["g"]: r for r in seed_variance(df, ["g"], "seed", "value").iter_rows(named=True)}
+    for gi in range(40):
+        per_seed = {}
+        for x, gj, si in zip(values, g, seed, strict=True):
+            if gj == gi and x is not None:
+                per_seed.setdefault(si, []).append(x)
+        means = [math.fsum(xs) / len(xs) for xs in per_seed.values()]
+        assert got[gi]["n_seeds"] == len(means)
+        assert got[gi]["mean"] == math.fsum(means) / len(means)
+        assert got[gi]["range"] == max(means) - min(means)
