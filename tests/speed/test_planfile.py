@@ -69,8 +69,9 @@ def test_load_scenarios_validates_only_what_is_asked(tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     broken = lines[-1].replace('"stage":"clean"', '"stage":"elsewhere"')
     path.write_text("".join(lines[:-1]) + broken)
-    first = load_scenarios(suite, "clean", [list(full)[0]])
-    assert first[0].id == list(full)[0]
+    first_id = next(iter(full))
+    first = load_scenarios(suite, "clean", [first_id])
+    assert first[0].id == first_id
     last_id = list(full)[-1]
     with pytest.raises(BenchError) as exc:
         load_scenarios(suite, "clean", [last_id])
