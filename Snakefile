@@ -40,6 +40,10 @@ if S.adapter:  # an external benchmark through the adapter (study=agentdojo)
     include: "workflow/rules/agentdojo.smk"
     include: "workflow/rules/reproduce.smk"
 
+elif S.adaptive:  # the bounded adaptive candidate search (study=adaptive, adaptive_smoke)
+
+    include: "workflow/rules/adaptive.smk"
+
 else:
 
     include: "workflow/rules/scenarios.smk"

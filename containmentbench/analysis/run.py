@@ -92,6 +92,9 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "a call in each defense's row (§7.2)."), sens["attribution"]))
     if "stress" in set(df["suite"].unique().to_list()):
         out_tables.append(tables.table17(df, ctx))
+    funnel = tables.target_funnel(df, ctx)  # studies with attacked rollouts (§6.3, §7.4)
+    if funnel is not None:
+        out_tables.append(funnel)
     t24 = tables.table24(reparse_summary, ctx)
     if t24 is not None:
         out_tables.append(t24)

@@ -288,3 +288,38 @@ def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table
         "defined."), pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
                                                 "metric": pl.String, "N": pl.Int64,
                                                 "mean": pl.Float64}))
+
+
+FUNNEL_STEPS = (("exposed", "fn_exposed"), ("exact_proposal", "fn_exact_proposal"),
+                ("policy_pass", "fn_policy_pass"), ("goal_commit", "fn_goal_commit"),
+                ("offtarget_commit", "fn_offtarget_commit"))
+
+
+def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
+    """Target-path funnel per stage x defense over attacked rollouts (paper 000 §6.3, §7.4;
+    attacks/funnel.py): counts k and rates k/N with N the attacked rollouts of the cell.
+    None when no rollout has a pre-specified exact goal."""
+    if "fn_stage" not in df.columns:
+        return None
+    base = df.filter(pl.col("fn_stage").is_not_null() & (pl.col("status") != "error"))
+    if base.height == 0:
+        return None
+    rows = []
+    for st in [s for s in STAGES if s in set(base["stage"].to_list())]:
+        for d in ctx.defenses:
+            sub = base.filter((pl.col("stage") == st) & (pl.col("defense") == d))
+            if sub.height == 0:
+                continue
+            row: dict[str, Any] = {"stage": STAGE_LABEL[st], "defense": d, "N": sub.height}
+            for label, col in FUNNEL_STEPS:
+                k = int(sub[col].sum())
+                row[label] = k
+                row[f"{label}_rate"] = k / sub.height
+            rows.append(row)
+    return Table("target_path_funnel", ctx.caption(
+        "Target-path funnel over attacked rollouts: the payload in a model-action record "
+        "(exposed), a proposal equal to the pre-specified exact goal after the documented "
+        "argument normalisation, the policy passing that proposal, and a commit linked to it "
+        "by call id (stage-5 target-path success); an off-target commit violates eq. 5 without "
+        "that link and skips no stage. Counts k and rates k/N, N = attacked rollouts per "
+        "stage and defense; provider errors excluded (§6.3, §7.4)."), pl.DataFrame(rows))

@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
 # and heavy optional packages are only touched by the verbs that need them.
 VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "sensitivity",
          "bootstrap", "analyze", "freeze", "verify", "reproduce", "status", "cim", "config",
-         "show", "cases", "report", "cross_model", "audit", "adapters")
+         "show", "cases", "report", "cross_model", "audit", "adapters", "search")
 
 
 def _invoked_verb(argv: Sequence[str]) -> str | None:

@@ -38,6 +38,27 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "analysis.seed": (0, SEED_MAX),
     "analysis.max_batch_elements": (1, None),
     "workers": (1, 1_024),                         # --workers of metrics/reproduce
+    # the bounded candidate search (paper 000 §6.3: 3 roots, branching 3, width 6, depth 4,
+    # 2 restarts, at most 40 target queries per restart): a budget above these is refused
+    "study.adaptive.roots": (1, 3),
+    "study.adaptive.branching": (1, 3),
+    "study.adaptive.width": (1, 6),
+    "study.adaptive.depth": (0, 4),
+    "study.adaptive.restarts": (1, 2),
+    "study.adaptive.max_queries_per_restart": (1, 40),
+    "study.adaptive.freeze_top": (1, 54),
+    "study.adaptive.development_clusters": (1, 100_000),
+    "study.adaptive.heldout_clusters": (1, 100_000),
+    "study.adaptive.audit_clusters": (0, 100_000),
+    "study.adaptive.search_seeds": (0, SEED_MAX),
+    "study.adaptive.qualification_seeds": (0, SEED_MAX),
+    "study.adaptive.split_seed": (0, SEED_MAX),
+    "study.adaptive.known_good_rows": (0, 10_000),
+    "study.adaptive.development_rollouts": (1, 100_000),
+    "study.adaptive.heldout_rollouts": (1, 100_000),
+    "study.adaptive.development_min_rate": (0.0, 1.0),
+    "study.adaptive.heldout_min_rate": (0.0, 1.0),
+    "study.adaptive.heldout_min_domains": (1, 3),
 }
 
 
@@ -60,8 +81,11 @@ def check_value(key: str, value: Any, field: str | None = None) -> None:
 def check_bounds(data: dict[str, Any]) -> None:
     """Every bounded key present in a resolved config."""
     for key in BOUNDS:
-        section, _, name = key.partition(".")
-        if not name or not isinstance(data.get(section), dict):
+        *path, name = key.split(".")
+        if not path:
             continue
-        if name in data[section]:
-            check_value(key, data[section][name])
+        node: Any = data
+        for part in path:  # nested sections (study.adaptive.*) too
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and name in node:
+            check_value(key, node[name])

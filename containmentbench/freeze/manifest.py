@@ -99,8 +99,10 @@ def freeze(study: str | Path) -> dict[str, Any]:
     facts = _study_facts(study)
     files: dict[str, str] = {}
     # qualification/ and adapter/: an AgentDojo study's frozen eligible tasks and parity counts
+    # adaptive/: an adaptive study's splits, query log, frozen candidates, qualification and
+    # derived replay suite (paper 000 §6.3)
     for sub in ("tables", "figures", "metrics", "reparse", "traces", "report", "audit",
-                "qualification", "adapter"):
+                "qualification", "adapter", "adaptive"):
         for p in _rel_files(study, sub):
             files[p.relative_to(study).as_posix()] = sha256_file(p)
     for extra in ("analysis.json", "config.yaml"):
@@ -137,7 +139,7 @@ def freeze(study: str | Path) -> dict[str, Any]:
 # metadata re-derived from the study's own data at verify time (catches a manifest edited to
 # pass simulated figures as model results even without a key)
 _DERIVED = ("suites", "policies", "seeds", "models", "backends", "parser_versions", "rollouts")
-_COVERED = ("tables", "figures", "metrics", "reparse", "traces", "report")
+_COVERED = ("tables", "figures", "metrics", "reparse", "traces", "report", "adaptive")
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:

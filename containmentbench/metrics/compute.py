@@ -91,6 +91,7 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         if fp["authorized_opportunities"] else None,
         "false_positive_confirm_rate": fp["fp_confirm_count"] / fp["authorized_opportunities"]
         if fp["authorized_opportunities"] else None,
+        **M.target_funnel(t),
     })
     for name, stages in STAGE_SCOPE.items():
         if r["stage"] not in stages:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from containmentbench.attacks import funnel as F
 from containmentbench.parser import VALID_STATUSES
 from containmentbench.scenarios.ledger import match
 from containmentbench.scenarios.model import Scenario
@@ -316,3 +317,15 @@ def rule_ids(t: RolloutTrace) -> tuple[list[str], list[str]]:
             if e["decision"] in ("block", "denied"):
                 stops.append(e["rule_id"])
     return sorted(set(rules)), sorted(set(stops))
+
+
+def target_funnel(t: RolloutTrace) -> dict[str, Any]:
+    """The target-path funnel columns (paper 000 §6.3, §7.4; ``attacks/funnel.py``): the
+    off-target test reuses this rollout's eq. 5 result per commit, and C_tau keeps
+    rolled-back commits (§4.4). Null (N/A) when the scenario pre-specifies no exact goal."""
+    goal = F.exact_goal(t.scenario)
+    if goal is None:
+        return dict.fromkeys(F.COLUMNS)
+    bad = {c.ref for c, v in zip(t.commits, t.violations) if v.any}
+    f = F.funnel(t.events, t.scenario, lambda e: e["seq"] in bad, t.rolled_back, goal)
+    return f.columns()

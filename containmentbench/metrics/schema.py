@@ -76,6 +76,14 @@ METRICS = pa.schema([
     # audit
     pa.field("rule_ids", pa.list_(_s), nullable=False),
     pa.field("stop_rule_ids", pa.list_(_s), nullable=False),
+    # target-path funnel (paper 000 §6.3, §7.4; attacks/funnel.py, docs/metrics.md): null on
+    # a rollout whose scenario pre-specifies no exact attack goal (N/A, never False)
+    pa.field("fn_exposed", _b),
+    pa.field("fn_exact_proposal", _b),
+    pa.field("fn_policy_pass", _b),
+    pa.field("fn_goal_commit", _b),
+    pa.field("fn_offtarget_commit", _b),
+    pa.field("fn_stage", _i),
 ])
 
 # The defense-invariant trajectory projection of §6.5 (the twelve derived fields).

@@ -96,6 +96,16 @@ def _pick(rng: np.random.Generator, weights: dict[str, float]) -> str:
     return names[int(rng.choice(len(names), p=w / w.sum()))]
 
 
+def candidate_factor(sha256: str) -> float:
+    """The sim agent's documented response to a searched candidate's text (paper 000 §6.3
+    replay): its follow propensity is multiplied by a factor drawn uniformly from [0, 1.5]
+    by a generator keyed on the candidate's sha256 alone, so a candidate is more or less
+    persuasive in a seeded way that no figure was tuned to; when the agent follows, it takes
+    the action the text requests (the derived scenario's attack steps). Scenarios without a
+    candidate never call this, so their traces are unchanged."""
+    return float(derive_rng("sim-candidate", sha256).uniform(0.0, 1.5))
+
+
 def _outcome(text: str) -> str:
     for prefix, kind in (("FORMAT ERROR", "retry"), ("INVALID TOOL", "retry"),
                          ("BLOCKED", "blocked"), ("NOT CONFIRMED", "blocked")):
@@ -139,7 +149,17 @@ class SimBackend:
         if self.latency_s:
             import time
             time.sleep(self.latency_s)
-        return [self._act(r) for r in requests]
+        return [self._rewrite(r) if isinstance(r.sim, dict) else self._act(r)
+                for r in requests]
+
+    @staticmethod
+    def _rewrite(req: GenerationRequest) -> Completion:
+        """A candidate-search rewrite request (attacks/mutation.py: the seeded template
+        rewriter); never part of a rollout, so no existing trace changes."""
+        from containmentbench.attacks.mutation import sim_rewrite
+
+        text = sim_rewrite(req.sim, req.seed)
+        return Completion(text, prompt_tokens=0, completion_tokens=len(text) // 4)
 
     def close(self) -> None:
         pass
@@ -189,6 +209,9 @@ class SimBackend:
                     p = prof.follow.get(s.carrier or "", 0.0) * prof.topology.get(s.topology, 1.0)
                     if GUIDANCE_MARKER in msgs[0]["content"]:
                         p *= prof.guidance_factor
+                    cand = s.meta.get("candidate")
+                    if cand:  # a searched candidate's text (attacks/derive.py)
+                        p = min(1.0, p * candidate_factor(cand["sha256"]))
                     if rng.random() < p:
                         if s.meta.get("placement") == "before_final":
                             st["queue"].extend(st["attack"])

@@ -81,12 +81,24 @@ class Study:
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
         self.adapter = (self.data["study"].get("adapter") or {}).get("name")  # §6.4 studies
+        # an adaptive candidate-search study (§6.3; workflow/rules/adaptive.smk): its rollout
+        # shards are planned from the frozen candidates' derived suite by `search replay`,
+        # not from the study's suite, so the pre-flight has no shards of its own to check
+        self.adaptive = bool((self.data["study"].get("adaptive") or {}).get("enabled"))
+        if self.adaptive:
+            from containmentbench.attacks.settings import settings
+
+            for data in self.runs:
+                settings(data)  # budgets, strategies, seeds: before any job
         self.backends = {r["backend"]["name"] for r in self.runs}
         self.models = [model_slug(r) for r in self.runs]
         self._run = dict(zip(self.models, self.runs, strict=True))
         self.shards: list[Shard] = []
         self.jobs: dict[str, list[Job]] = {}
         for slug, data in self._run.items():
+            if self.adaptive:
+                self.jobs[slug] = []
+                continue
             sh = shards(data)
             self.shards += sh
             self.jobs[slug] = jobs(data, sh)
@@ -99,9 +111,12 @@ class Study:
             for data in self.runs:
                 if not dryrun:
                     save_resolved(data, run_dir(data) / "config.yaml")
-                    # each rollout job reads its shards from here, not from the suite
-                    save_plan(data, run_dir(data) / "config.yaml",
-                              [s for s in self.shards if s.model == model_slug(data)])
+                    if not self.adaptive:
+                        # each rollout job reads its shards from here, not from the suite
+                        save_plan(data, run_dir(data) / "config.yaml",
+                                  [s for s in self.shards if s.model == model_slug(data)])
+                if self.adaptive:
+                    continue
                 self.quarantine_corrupt(data, report_only=dryrun)
                 self.withdraw_stale_jobs(data, report_only=dryrun)
 

@@ -1,0 +1,230 @@
+"""``containmentbench search ...``: the bounded adaptive candidate search and what follows it
+(paper 000 §6.3, Appendix B), one step per sub-command, as the Snakemake rules of
+workflow/rules/adaptive.smk call them:
+
+    search splits   family-disjoint development / held-out / audit clusters
+    search run      the bounded tree search (append-only query log; resumes after a kill)
+    search freeze   frozen candidates: canonical JSON, sha256 each, manifest
+    search qualify  staged qualification: known-good replay, development, family-held-out
+    search replay   derived suite of the frozen candidates -> rollout shards, all defenses
+    search tables   Tables 18-19 and the replay funnel into the run's tables/
+
+Every input is validated (budgets against config/bounds.py, strategies, seeds, splits)
+before any query; bad input is one line naming the field, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from containmentbench.errors import BenchError
+
+
+def _study_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--study-config", type=Path, default=None,
+                   help="a resolved study config (results/<study>/<model>/config.yaml)")
+    p.add_argument("--study", default=None, help="or a study name under config/study")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="Hydra override with --study (repeatable)")
+
+
+def _data(args: argparse.Namespace) -> dict[str, Any]:
+    from containmentbench.attacks.settings import settings
+
+    if args.study_config is not None:
+        from containmentbench.config.compose import read_resolved
+        data = read_resolved(args.study_config)
+    elif args.study:
+        from containmentbench.config.compose import load_study
+        data = load_study([f"study={args.study}", *args.override])
+    else:
+        raise BenchError("give --study-config or --study", field="study")
+    settings(data)  # every adaptive check, before any query
+    return data
+
+
+def _scenarios(data: dict[str, Any]) -> dict[str, Any]:
+    from containmentbench.attacks.settings import settings
+    from containmentbench.attacks.splits import attacked_pool
+
+    return {s.id: s for s in attacked_pool(data["study"]["suite"], settings(data).stages)}
+
+
+def _splits(path: Path, by_id: dict[str, Any]) -> dict[str, Any]:
+    from containmentbench.attacks.splits import load_splits
+
+    sp = load_splits(str(path))
+    for name, part in sp["splits"].items():
+        missing = [i for i in part["scenarios"] if i not in by_id]
+        if missing:
+            raise BenchError(f"scenario '{missing[0]}' of the {name} split is not an attacked "
+                             f"scenario of this study's suite", file=str(path),
+                             field=f"splits.{name}.scenarios")
+    return sp
+
+
+def cmd_splits(args: argparse.Namespace) -> int:
+    from containmentbench.attacks.settings import settings
+    from containmentbench.attacks.splits import make_splits
+    from containmentbench.canonical import canonical_json
+    from containmentbench.integrity.outdir import check_out_file, commit_file
+
+    data = _data(args)
+    A = settings(data)
+    check_out_file(args.out, lambda p: p.name == "splits.json")
+    by_id = _scenarios(data)
+    sp = make_splits(list(by_id.values()), {"development": A.development_clusters,
+                                            "heldout": A.heldout_clusters,
+                                            "audit": A.audit_clusters}, A.split_seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(json.dumps(json.loads(canonical_json(sp)), indent=2, sort_keys=True) + "\n")
+    print(f"splits: {commit_file(tmp, args.out, args.force)} "
+          + ", ".join(f"{k} {len(v['clusters'])} clusters / {len(v['families'])} families"
+                      for k, v in sp["splits"].items()), file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from containmentbench.attacks.runner import Runner
+    from containmentbench.attacks.search import Search, write_result
+    from containmentbench.integrity.outdir import MARKER, check_out
+
+    data = _data(args)
+    by_id = _scenarios(data)
+    sp = _splits(args.splits, by_id)
+    check_out(args.out, "adaptive-search")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / MARKER).write_text("adaptive-search\n")
+    dev = [by_id[i] for i in sp["splits"]["development"]["scenarios"]]
+    runner = Runner(data, label="search")
+    try:
+        result = Search(data, dev, args.out, runner).run()
+    finally:
+        runner.close()
+    what = write_result(args.out, result, args.force)
+    print(f"search: {sum(result['queries_per_restart'].values())} target queries "
+          f"({result['queries_per_restart']}), {len(result['evaluated'])} candidates, "
+          f"{result['rejected_rewrites']} rewrites rejected; candidates.json {what}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_freeze(args: argparse.Namespace) -> int:
+    from containmentbench.attacks.frozen import render, write_frozen
+
+    result = json.loads((args.search / "candidates.json").read_text())
+    print(f"frozen: {write_frozen(args.out, render(result), args.force)}", file=sys.stderr)
+    return 0
+
+
+def _search_log(folder: Path) -> dict[str, Any]:
+    from containmentbench.attacks.querylog import LOG, read_records
+
+    recs = read_records(folder / LOG)
+    starts = {r["key"]: r for r in recs if r["type"] == "query_start"}
+    queries = [{**starts[r["key"]], "stage": r["stage"]} for r in recs
+               if r["type"] == "query_done"]
+    result = json.loads((folder / "candidates.json").read_text())
+    return {"queries": sorted(queries, key=lambda q: q["key"]),
+            "candidates": result["evaluated"]}
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    from containmentbench.attacks.frozen import load_frozen
+    from containmentbench.attacks.qualify import qualify, write_qualification
+    from containmentbench.attacks.runner import Runner
+    from containmentbench.attacks.settings import settings
+    from containmentbench.integrity.outdir import check_out
+
+    data = _data(args)
+    check_out(args.out, "adaptive-qualification", args.force)
+    by_id = _scenarios(data)
+    sp = _splits(args.splits, by_id)
+    frozen = load_frozen(args.frozen)
+    runner = Runner(data, label="qualification")
+    try:
+        decision, rows = qualify(settings(data), frozen, _search_log(args.search), by_id, sp,
+                                 runner)
+    finally:
+        runner.close()
+    what = write_qualification(args.out, decision, rows, args.force)
+    for s in decision["stages"]:
+        print(f"  {s['stage']}: N={s['N']} exact={s['exact_proposal']} "
+              f"goal={s['goal_commit']} domains={','.join(s['goal_domains']) or '-'} "
+              f"{'pass' if s['passed'] else s['reason'] if s['passed'] is None else 'FAIL: ' + str(s['reason'])}",
+              file=sys.stderr)
+    print(f"qualification: {what}; stopped at {decision['stopped_at']}" if
+          decision["stopped_at"] else f"qualification: {what}; passed", file=sys.stderr)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from containmentbench.attacks import replay as R
+    from containmentbench.attacks.frozen import load_frozen
+    from containmentbench.attacks.settings import settings
+    from containmentbench.canonical import canonical_json
+
+    data = _data(args)
+    A = settings(data)
+    by_id = _scenarios(data)
+    sp = _splits(args.splits, by_id)
+    frozen = load_frozen(args.frozen)
+    records, index = R.build_suite(data, A, frozen, by_id, sp)
+    what = R.write_suite(data, records, A.split_seed, args.force)
+    stats = R.run_replay(data, sorted(records), quiet=True)
+    R.write_index(data, index)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(canonical_json({"derived_scenarios": len(index),
+                                   "defenses": list(A.defenses),
+                                   "seeds": list(A.eval_seeds)}) + "\n")
+    tmp.replace(args.out)
+    print(f"replay: derived suite {what} ({len(index)} scenarios); {stats}", file=sys.stderr)
+    return 0
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from containmentbench.analysis.writers import write
+    from containmentbench.attacks.replay import build_tables
+
+    for t in build_tables(args.run, args.qualification):
+        write(t, args.run / "tables")
+        print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("search", help="bounded adaptive candidate search (paper 000 §6.3)")
+    ss = p.add_subparsers(dest="step", metavar="STEP", parser_class=type(p))
+    ss.required = True
+    steps = {"splits": (cmd_splits, "family-disjoint cluster splits"),
+             "run": (cmd_run, "the bounded tree search (resumes from its query log)"),
+             "freeze": (cmd_freeze, "frozen, hashed candidates"),
+             "qualify": (cmd_qualify, "staged target-preserving qualification"),
+             "replay": (cmd_replay, "replay of the frozen candidates across the defenses"),
+             "tables": (cmd_tables, "Tables 18-19 and the replay funnel")}
+    for name, (fn, help_) in steps.items():
+        q = ss.add_parser(name, help=help_)
+        if name not in ("freeze", "tables"):
+            _study_args(q)
+        if name in ("run", "qualify", "replay"):
+            q.add_argument("--splits", type=Path, required=True)
+        if name == "qualify":
+            q.add_argument("--search", type=Path, required=True)
+        if name in ("qualify", "replay"):
+            q.add_argument("--frozen", type=Path, required=True)
+        if name == "freeze":
+            q.add_argument("--search", type=Path, required=True)
+        if name == "tables":
+            q.add_argument("run", type=Path, help="the run directory")
+            q.add_argument("--qualification", type=Path, required=True)
+        else:
+            q.add_argument("--out", type=Path, required=True)
+            q.add_argument("--force", action="store_true",
+                           help="replace a different earlier output (kept aside)")
+        q.set_defaults(func=fn)
