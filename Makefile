@@ -28,9 +28,9 @@ $(VENV)/.run-deps: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e ".[pipeline,audit]"
 	@touch $@
 
-# + HF/OpenAI backends, the AgentDojo adapter and the dev tools for the tests
+# + the Slurm executor, HF/OpenAI backends, the AgentDojo adapter and the dev tools for the tests
 $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
-	$(PIP) -e ".[pipeline,audit,hf,openai,agentdojo,dev]"
+	$(PIP) -e ".[pipeline,slurm,audit,hf,openai,agentdojo,dev]"
 	@touch $@
 
 deps: $(VENV)/.test-deps

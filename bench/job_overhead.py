@@ -48,11 +48,17 @@ def _cpu(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
 
 def _config(tree: Path, tmp: Path) -> Path:
     """A resolved one-scenario full_main config, composed by the tree under test."""
-    path = tmp / f"config-{abs(hash(str(tree)))}.yaml"
+    path = tmp / f"config-{abs(hash(str(tree)))}" / "config.yaml"
+    path.parent.mkdir()
     code = ("import sys; from pathlib import Path; "
             "from containmentbench.config.compose import load_study, save_resolved; "
             f"d = load_study(['study=full_main', 'study.scenarios=[{SCENARIO}]', "
-            f"'results_dir={tmp}']); save_resolved(d, Path(sys.argv[1]))")
+            f"'results_dir={tmp}']); save_resolved(d, Path(sys.argv[1]))\n"
+            # as the Snakefile pre-flight does, where the tree has the plan file
+            "try:\n from containmentbench.pipeline.planfile import save_plan\n"
+            "except ImportError:\n pass\n"
+            "else:\n from containmentbench.pipeline.plan import shards\n"
+            " save_plan(d, Path(sys.argv[1]), shards(d))")
     subprocess.run([sys.executable, "-c", code, str(path)], env=_env(tree), check=True,
                    cwd=tmp, capture_output=True)
     return path

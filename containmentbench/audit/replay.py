@@ -31,9 +31,24 @@ _TEXT_FIELD = {"emails": "body", "documents": "body", "crm": "notes", "memory": 
                "agent_messages": "text"}
 
 
+# neutralised scenarios of this process, by (scenario hash, source ids): every defense and
+# seed of a scenario probes the same sources, and a Scenario is immutable
+_NEUTRAL: dict[tuple[str, frozenset[str]], Scenario] = {}
+_NEUTRAL_MAX = 8192
+
+
 def neutralize(s: Scenario, source_ids: Iterable[str]) -> Scenario:
     """The scenario with the given untrusted sources replaced by the placeholder."""
-    ids = set(source_ids)
+    key = (s.hash, frozenset(source_ids))
+    hit = _NEUTRAL.get(key)
+    if hit is None:
+        if len(_NEUTRAL) >= _NEUTRAL_MAX:
+            _NEUTRAL.clear()
+        hit = _NEUTRAL[key] = _neutralize(s, key[1])
+    return hit
+
+
+def _neutralize(s: Scenario, ids: frozenset[str]) -> Scenario:
     rec = copy.deepcopy(s.record)
     found = set()
     for coll, fld in _TEXT_FIELD.items():

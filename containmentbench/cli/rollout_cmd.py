@@ -70,17 +70,13 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def select(suite: str, stage: str | None, ids: str | None) -> list[Any]:
-    from containmentbench.scenarios.manifest import load_suite
+    from containmentbench.scenarios.manifest import load_scenarios, load_suite
 
-    scen = load_suite(suite, stage)
-    if ids:
+    if ids:  # validate the selected scenarios only (a one-shard job's fixed cost)
         want = [x.strip() for x in ids.split(",") if x.strip()]
-        by_id = {s.id: s for s in scen}
-        missing = [w for w in want if w not in by_id]
-        if missing:
-            raise BenchError(f"unknown scenario id '{missing[0]}' in suite '{suite}'"
-                             + (f" stage '{stage}'" if stage else ""), field="scenarios")
-        scen = [by_id[w] for w in want]
+        scen = load_scenarios(suite, stage, want) if want else []
+    else:
+        scen = load_suite(suite, stage)
     if not scen:
         raise BenchError("the selection holds no scenarios", field="scenarios")
     return scen
@@ -113,14 +109,26 @@ def run_and_write(scenarios: list[Any], policy: Any, backend: Any, ctx: Any, cfg
     return {"rollouts": len(eps), "actions": n_actions, "seconds": dt, "status": status}
 
 
-def _from_study(args: argparse.Namespace) -> dict[str, Any]:
+def _read_study(path: Path) -> tuple[dict[str, Any], list[Any] | None]:
+    """The resolved config and, when the pre-flight wrote a plan for these exact config and
+    suite bytes (pipeline/planfile.py), its shards; otherwise the shards are planned afresh."""
+    from containmentbench.pipeline.planfile import read_plan
+
+    planned = read_plan(path)
+    if planned is not None:
+        return planned
     from containmentbench.config.compose import read_resolved
+
+    return read_resolved(path), None
+
+
+def _from_study(args: argparse.Namespace) -> dict[str, Any]:
     from containmentbench.pipeline.plan import model_label, shard_by_id, shard_dir
 
     if not args.shard:
         raise BenchError("--study-config needs --shard", field="shard")
-    data = read_resolved(args.study_config)
-    shard = shard_by_id(data, args.shard)
+    data, planned = _read_study(args.study_config)
+    shard = shard_by_id(data, args.shard, planned)
     from containmentbench.runtime.job import backend_config
 
     b = data["backend"]
@@ -181,15 +189,15 @@ def check_bounds(r: dict[str, Any]) -> None:
 
 def _run_study_job(args: argparse.Namespace) -> int:
     """``--study-config`` with ``--job`` (or ``--shard`` without ``--out``): the job path."""
-    from containmentbench.config.compose import read_resolved
     from containmentbench.pipeline.plan import Job, job_by_name, model_slug, shard_by_id
     from containmentbench.runtime.job import run_job
 
-    data = read_resolved(args.study_config)
+    data, planned = _read_study(args.study_config)
     if args.job:
-        job, marker = job_by_name(data, args.job), True
+        job, marker = job_by_name(data, args.job, planned), True
     else:
-        job, marker = Job(model_slug(data), args.shard, (shard_by_id(data, args.shard),)), False
+        job = Job(model_slug(data), args.shard, (shard_by_id(data, args.shard, planned),))
+        marker = False
     res = run_job(data, job, quiet=args.quiet, write_marker=marker)
     label = " [simulated agent: harness validation, not a model result]" \
         if data["backend"]["name"] == "sim" else ""

@@ -152,16 +152,18 @@ def jobs(data: dict[str, Any], all_shards: list[Shard] | None = None) -> list[Jo
     return [Job(slug, name, tuple(sh)) for name, sh in by.items()]
 
 
-def job_by_name(data: dict[str, Any], name: str) -> Job:
-    for j in jobs(data):
+def job_by_name(data: dict[str, Any], name: str,
+                all_shards: list[Shard] | None = None) -> Job:
+    for j in jobs(data, all_shards):
         if j.name == name:
             return j
     raise BenchError(f"no rollout job '{name}' in study '{data['study']['name']}' "
                      f"(model {model_label(data)})", field="job")
 
 
-def shard_by_id(data: dict[str, Any], shard_id: str) -> Shard:
-    for s in shards(data):
+def shard_by_id(data: dict[str, Any], shard_id: str,
+                all_shards: list[Shard] | None = None) -> Shard:
+    for s in all_shards if all_shards is not None else shards(data):
         if s.id == shard_id:
             return s
     raise BenchError(f"no shard '{shard_id}' in study '{data['study']['name']}'", field="shard")

@@ -30,6 +30,7 @@ from containmentbench.pipeline.plan import (
     shards,
     study_root,
 )
+from containmentbench.pipeline.planfile import save_plan
 from containmentbench.pipeline.runs import load_runs
 from containmentbench.trace.io import CHECKSUMS, verify_shard
 
@@ -110,6 +111,10 @@ class Study:
             for data in self.runs:
                 if not dryrun:
                     save_resolved(data, run_dir(data) / "config.yaml")
+                    if not self.adaptive:
+                        # each rollout job reads its shards from here, not from the suite
+                        save_plan(data, run_dir(data) / "config.yaml",
+                                  [s for s in self.shards if s.model == model_slug(data)])
                 if self.adaptive:
                     continue
                 self.quarantine_corrupt(data, report_only=dryrun)

@@ -61,8 +61,8 @@ def _scenario_texts(suite: str) -> Iterator[tuple[str, str]]:
             yield f"scenarios/{suite}/{p.name}:{i}", line
 
 
-def _trace_texts(run: RunDir, *, environment_only: bool = False
-                 ) -> Iterator[tuple[str, str]]:
+def _trace_texts(run: RunDir, *, environment_only: bool = False, with_kind: bool = False
+                 ) -> Iterator[tuple[Any, ...]]:
     for shard in run.shards:
         rel = shard.relative_to(run.path).as_posix()
         t = pq.read_table(shard / "events.parquet", columns=_EVENT_TEXT).to_pylist()
@@ -71,7 +71,8 @@ def _trace_texts(run: RunDir, *, environment_only: bool = False
                 continue
             for col in _EVENT_TEXT[2:]:
                 if r[col]:
-                    yield f"{rel}:{r['rollout_id']}:{col}", r[col]
+                    where = f"{rel}:{r['rollout_id']}:{col}"
+                    yield (where, r[col], r["kind"]) if with_kind else (where, r[col])
 
 
 def _row(check: str, scope: str, items: int, bad: list[str], note: str = "") -> dict[str, Any]:
@@ -81,10 +82,16 @@ def _row(check: str, scope: str, items: int, bad: list[str], note: str = "") -> 
 
 
 def _scan(texts: Iterable[tuple[str, str]], find) -> tuple[int, list[str]]:
+    """Every text through ``find`` (a pure function of the text): a text repeated across
+    defenses and seeds (most trace texts are) is searched once."""
     n, bad = 0, []
+    memo: dict[str, list[str]] = {}
     for where, text in texts:
         n += 1
-        for hit in find(text):
+        hits = memo.get(text)
+        if hits is None:
+            hits = memo[text] = find(text)
+        for hit in hits:
             bad.append(f"{where}: {hit}")
     return n, bad
 
@@ -96,7 +103,8 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
                      pq.read_table(s / "rollouts.parquet", columns=["suite"]).to_pylist()}
                     or {r["suite"] for r in rows_meta})
     scen = [t for s in suites for t in _scenario_texts(s)]
-    traces = list(_trace_texts(run))
+    every = list(_trace_texts(run, with_kind=True))  # the events are read once
+    traces = [(w, t) for w, t, _ in every]
     released = [("case_studies.json", json.dumps(case_steps, sort_keys=True))] \
         if case_steps is not None else []
     out = []
@@ -120,7 +128,7 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
     # text is excluded: what a model addresses is a measured outcome, never delivered.
     def nonlocal_(t: str) -> list[str]:
         return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
-    n, bad = _scan(scen + list(_trace_texts(run, environment_only=True)), nonlocal_)
+    n, bad = _scan(scen + [(w, t) for w, t, k in every if k not in MODEL_AUTHORED], nonlocal_)
     out.append(_row("local-only domains", "scenarios, environment trace events", n, bad,
                     "domains end in " + ", ".join(LOCAL_TLDS)
                     + "; model-written text is an outcome and is not checked"))

@@ -15,13 +15,12 @@ inputs, byte-identical traces (tests/runtime/test_job.py runs sim both ways).
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -33,6 +32,9 @@ from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
 from containmentbench.trace.io import to_table
 from containmentbench.trace.schema import EVENTS
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def rollout_id(study: str, model: str, defense: str, seed: int, scenario_id: str) -> str:
@@ -186,6 +188,8 @@ class AsyncAdapter:
         return self.inner.generate(requests)
 
     async def agenerate(self, request: GenerationRequest) -> Completion:
+        import asyncio
+
         return (await asyncio.to_thread(self.inner.generate, [request]))[0]
 
     def close(self) -> None:
@@ -199,6 +203,8 @@ async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: 
     """Every scenario as an asyncio task awaiting ``backend.agenerate`` per step; at most
     ``window`` episodes (a semaphore shared by every shard of a job) are in flight. Returns
     finished episodes in input order, with wall and model seconds per episode."""
+    import asyncio
+
     n = len(scenarios)
     out: list[Episode | None] = [None] * n
     wall = [0.0] * n

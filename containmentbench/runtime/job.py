@@ -14,7 +14,6 @@ other shards are written.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -102,11 +101,10 @@ class _ShardRun:
         from containmentbench.policies import load_policy
         from containmentbench.runtime.driver import ShardContext
         from containmentbench.runtime.episode import RuntimeConfig
-        from containmentbench.scenarios.manifest import load_suite
+        from containmentbench.scenarios.manifest import load_scenarios
 
         self.data, self.shard = data, s
-        by_id = {x.id: x for x in load_suite(data["study"]["suite"], s.stage)}
-        self.scenarios = [by_id[i] for i in s.scenario_ids]
+        self.scenarios = load_scenarios(data["study"]["suite"], s.stage, s.scenario_ids)
         self.policy = load_policy(s.defense, data["defenses"])
         from containmentbench.parser.modes import parser_for
 
@@ -186,6 +184,8 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
         window = int(data["backend"]["window"])
         try:
             if hasattr(backend, "agenerate"):
+                import asyncio
+
                 asyncio.run(_run_async(runs, backend, window, res, seed_supported, job.name,
                                        quiet))
             else:
@@ -237,6 +237,8 @@ async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobR
                      seed_supported: bool, job: str, quiet: bool) -> None:
     """Every pending shard's episodes in one event loop (one running batch for the engine);
     each shard is written as soon as its own episodes are finished."""
+    import asyncio
+
     from containmentbench.runtime.driver import Progress, arun_episodes
 
     sem = asyncio.Semaphore(max(window, 1))

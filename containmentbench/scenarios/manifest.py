@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,9 +205,7 @@ def _stage_ids(path: Path) -> tuple[str, ...]:
     key, sig = str(path.resolve()), _signature(path)
     hit = _INDEX.get(key)
     if hit is None or hit[0] != sig:
-        with open(path, "rb") as fh:
-            ids = tuple(json.loads(line)["id"] for line in fh if line.strip())
-        hit = _INDEX[key] = (sig, ids)
+        hit = _INDEX[key] = (sig, tuple(_stage_raw(path)[1]))
     return hit[1]
 
 
@@ -226,6 +225,86 @@ def load_suite(suite: str | Path, stage: str | None = None) -> list[Scenario]:
     for _, path in _stages(suite, stage):
         out.extend(_stage_cached(path))
     return out
+
+
+# Raw records of this process: path -> (signature, {id: (line, record)}), and the scenarios
+# validated from them one by one. A job that runs a few scenarios of a stage validates those
+# alone (validation is most of the cost of reading a stage file); errors still name the file,
+# line and field.
+_RAW: dict[str, tuple[tuple[int, int, int], dict[str, tuple[int, Any]]]] = {}
+_ONE: dict[tuple[str, tuple[int, int, int], str], Scenario] = {}
+
+
+def _stage_raw(path: Path) -> tuple[tuple[int, int, int], dict[str, tuple[int, Any]]]:
+    key, sig = str(path.resolve()), _signature(path)
+    hit = _RAW.get(key)
+    if hit is None or hit[0] != sig:
+        hit = _RAW[key] = (sig, _index_records(path))
+    return hit
+
+
+def _index_records(path: Path) -> dict[str, tuple[int, Any]]:
+    out: dict[str, tuple[int, Any]] = {}
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        for lineno, line in _lines(fh, path):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
+                                      line=lineno) from None
+            except RecursionError:
+                raise ValidationError("JSON nested too deeply", file=str(path),
+                                      line=lineno) from None
+            sid = record.get("id") if isinstance(record, dict) else None
+            if not isinstance(sid, str):
+                # the full validation names the field
+                _validate(record, path, lineno)
+                raise ValidationError("missing", file=str(path), line=lineno, field="id")
+            if sid in out:
+                raise ValidationError(f"duplicate scenario id '{sid}'", file=str(path),
+                                      line=lineno, field="id")
+            out[sid] = (lineno, record)
+    return out
+
+
+def _validate(record: Any, path: Path, lineno: int) -> Scenario:
+    try:
+        sc = Scenario.from_dict(record)
+    except ValidationError as exc:
+        raise ValidationError(exc.detail, file=str(path), line=lineno,
+                              field=exc.field) from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise ValidationError(f"malformed record ({type(exc).__name__}: {exc})",
+                              file=str(path), line=lineno) from None
+    if sc.stage != path.stem:
+        raise ValidationError(f"stage '{sc.stage}' in file for '{path.stem}'",
+                              file=str(path), line=lineno, field="stage")
+    return sc
+
+
+def load_scenarios(suite: str | Path, stage: str | None, ids: Sequence[str]) -> list[Scenario]:
+    """The validated scenarios ``ids`` of a suite (optionally one stage), in the order asked,
+    validating only those (what a job running one shard needs). Unknown ids: one-line error."""
+    where = _stages(suite, stage)
+    found: dict[str, Scenario] = {}
+    for _, path in where:
+        sig, raw = _stage_raw(path)
+        for sid in ids:
+            if sid in found or sid not in raw:
+                continue
+            key = (str(path.resolve()), sig, sid)
+            sc = _ONE.get(key)
+            if sc is None:
+                lineno, record = raw[sid]
+                sc = _ONE[key] = _validate(record, path, lineno)
+            found[sid] = sc
+    missing = [sid for sid in ids if sid not in found]
+    if missing:
+        raise BenchError(f"unknown scenario id '{missing[0]}' in suite '{suite}'"
+                         + (f" stage '{stage}'" if stage else ""), field="scenarios")
+    return [found[sid] for sid in ids]
 
 
 def suite_index(suite: str | Path) -> list[tuple[str, str]]:

@@ -2,7 +2,8 @@
 
 The smoke study is run twice: once shard by shard (``rollout --study-config --shard --out``,
 one backend per shard, as the pipeline ran before multi-shard jobs) and once as a single
-multi-shard job (``cluster.rollout_group=model``: one process, cached suite, one backend),
+multi-shard job (``cluster.rollout_group=model``: one process, cached suite, one backend,
+shards read from the pre-flight's ``plan.json``),
 then ``metrics`` and ``analyze`` on each. Traces (rollouts, events, edges), the metrics table
 and every table and figure data file must hash the same. Only ``timings.parquet`` (wall
 seconds, by design) and the job records are left out.
@@ -39,7 +40,12 @@ def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
         for s in shards(data):
             assert main(["rollout", "--study-config", str(cfg), "--shard", s.id, "--out",
                          str(run / "traces" / s.id), "--quiet"]) == 0
-    else:
+    else:  # the pipeline's path: the pre-flight's plan file, read by the job
+        from containmentbench.config.compose import read_resolved
+        from containmentbench.pipeline.planfile import read_plan, save_plan
+
+        save_plan(read_resolved(cfg), cfg, shards(read_resolved(cfg)))
+        assert read_plan(cfg) is not None
         assert main(["rollout", "--study-config", str(cfg), "--job", "all", "--quiet"]) == 0
     metrics = run / "metrics" / "rollout_metrics.parquet"
     assert main(["metrics", str(run / "traces"), "--out", str(metrics), "--workers", "2"]) == 0

@@ -10,7 +10,10 @@ rule audit:
         S.path("logs", "audit.log"),
     params:
         run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-    threads: 2
+    # one core: the audit runs beside metrics, reparse and cases rather than holding both
+    # cores of a laptop run; its tables are identical at 1 and 2 BLAS threads (checked on
+    # full_main)
+    threads: 1
     conda:
         "../envs/containmentbench.yaml"
     resources:
