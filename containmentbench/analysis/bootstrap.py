@@ -58,6 +58,7 @@ from numpy.typing import ArrayLike
 __all__ = [
     "Interval",
     "cluster_bootstrap",
+    "cluster_codes",
     "pair_bootstrap",
     "percentile_interval",
     "win_rate",
@@ -324,8 +325,23 @@ def _validate(
     return _Checked(out, codes, rng)
 
 
+def cluster_codes(labels: Iterable[Hashable]) -> np.ndarray:
+    """Integer codes 0..G-1 for the labels, numbered in order of first appearance (what
+    :func:`cluster_bootstrap` resamples; passing these codes instead of the labels gives
+    the same interval, and a worker process receives a small integer array)."""
+    return _factorize(labels)
+
+
 def _factorize(labels: Iterable[Hashable]) -> np.ndarray:
     """Integer codes 0..G-1 for the labels, numbered in order of first appearance."""
+    if type(labels).__module__.startswith("polars") and hasattr(labels, "null_count") \
+            and labels.null_count() == 0 and labels.dtype.is_(_pl_string()):
+        # a polars string Series (cluster ids): hash in bulk instead of a Python loop over
+        # up to 10^6 labels; the codes are the same first-appearance numbering
+        first = labels.unique(maintain_order=True)
+        codes = labels.replace_strict(first, np.arange(first.len(), dtype=np.int64),
+                                      return_dtype=_pl_int64())
+        return codes.to_numpy().astype(np.intp, copy=False)
     if hasattr(labels, "to_numpy") and not isinstance(labels, np.ndarray):
         labels = labels.to_numpy()  # polars / pandas Series
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "biufUSMm":
@@ -343,6 +359,18 @@ def _factorize(labels: Iterable[Hashable]) -> np.ndarray:
     except TypeError as exc:
         raise ValueError(f"cluster labels must be hashable: {exc}") from exc
     return np.asarray(codes, dtype=np.intp)
+
+
+def _pl_string() -> Any:
+    import polars as pl  # only reached with a polars Series in hand
+
+    return pl.String
+
+
+def _pl_int64() -> Any:
+    import polars as pl
+
+    return pl.Int64
 
 
 def _generator(seed: SeedLike) -> np.random.Generator:

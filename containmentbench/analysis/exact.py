@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 
 def _values(values: Any) -> list[float]:
     if hasattr(values, "drop_nulls"):  # a polars Series: filter and convert in bulk
@@ -20,6 +22,11 @@ def _values(values: Any) -> list[float]:
         if s.dtype.is_float():
             s = s.filter(s.is_not_nan())
         return s.cast(float).to_list()  # int -> float is exact below 2**53
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
+        # a numpy array (the paired values of a comparison): filter and convert in bulk;
+        # fsum is exactly rounded, so the list's order and origin do not matter
+        x = values.astype(np.float64, copy=False).ravel()
+        return x[~np.isnan(x)].tolist()
     return [float(v) for v in values if v is not None and not (isinstance(v, float)
                                                              and math.isnan(v))]
 

@@ -15,8 +15,10 @@ label prints on top of another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -24,8 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from containmentbench.analysis.bootstrap import cluster_bootstrap
+from containmentbench.analysis.bootstrap import cluster_bootstrap, cluster_codes
 from containmentbench.analysis.paired import Settings, stage_rows
+from containmentbench.analysis.parallel import IntervalPool
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 
@@ -34,6 +37,7 @@ _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
 _CI = {"mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_Draw = Callable[[], "tuple[Table, plt.Figure]"]
 
 
 def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
@@ -47,15 +51,43 @@ def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
     return paths
 
 
-def _ci(sub: pl.DataFrame, col: str, s: Settings, *key: str) -> dict[str, float | None]:
-    """Mean and scenario-cluster 95% interval of ``col`` (None when undefined)."""
-    sub = sub.filter(pl.col(col).is_not_null())
+class _Pending:
+    """A figure interval submitted to the pool; ``get()`` waits for it."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+
+    def get(self) -> dict[str, float | None]:
+        if self.job is None:
+            return {"mean": None, "ci_low": None, "ci_high": None}
+        ci = self.job.result()
+        return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
+
+
+def _ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool, *key: str) -> _Pending:
+    """Mean and scenario-cluster 95% interval of ``col`` (None when undefined), resampled
+    on ``pool`` (every figure's intervals are submitted before the first one is drawn)."""
+    sub = sub.select(col, "cluster_id").filter(pl.col(col).is_not_null())
     if sub.height == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None}
+        return _Pending(None)
     v = sub[col].cast(pl.Float64).to_numpy()
-    ci = cluster_bootstrap(v, sub["cluster_id"].to_list(), n_resamples=s.resamples,
-                           confidence=s.confidence, seed=s.seed_for(*key))
-    return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
+    return _Pending(pool.submit(partial(
+        cluster_bootstrap, v, cluster_codes(sub["cluster_id"]), n_resamples=s.resamples,
+        confidence=s.confidence, seed=s.seed_for(*key))))
+
+
+def _resolve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with every pending interval replaced by its mean, low and high, in place."""
+    out = []
+    for r in rows:
+        flat: dict[str, Any] = {}
+        for k, v in r.items():
+            if isinstance(v, _Pending):
+                flat.update(v.get())
+            else:
+                flat[k] = v
+        out.append(flat)
+    return out
 
 
 def _bars(ax: plt.Axes, xs: Sequence[float], means: Sequence[float | None],
@@ -85,15 +117,20 @@ def _title(ax: plt.Axes, text: str, ctx: Context) -> None:
                  fontsize=9)
 
 
-def fig03(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
+def fig03(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _Draw:
     act = stage_rows(df, "active_tainted", "authorized_tainted_action_success")
-    rows = []
+    pending = []
     for d in ctx.defenses:
         sub = act.filter(pl.col("defense") == d)
         if sub.height == 0:
             continue
-        rows.append({"defense": d, "N": sub.height,
-                     **_ci(sub, "authorized_tainted_action_success", s, "fig03", d)})
+        pending.append({"defense": d, "N": sub.height,
+                        "ci": _ci(sub, "authorized_tainted_action_success", s, pool, "fig03",
+                                  d)})
+    return lambda: _fig03(_resolve(pending), ctx)
+
+
+def _fig03(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:
     src = pl.DataFrame(rows, schema={"defense": pl.String, "N": pl.Int64, **_CI})
     fig, ax = plt.subplots(figsize=(7, 3.8))
     ax.set_ylim(0, 1.05)
@@ -145,15 +182,25 @@ def _place_labels(fig: plt.Figure, ax: plt.Axes,
             dy += 9
 
 
-def fig04(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
-    ok = stage_rows(df, "all")
-    rows = []
+def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _Draw:
+    ok = stage_rows(df.select("defense", "stage", "status", "cluster_id", "committed_harm",
+                              "blast_radius_norm"), "all")
+    pending = []
     for d in ctx.defenses:
         sub = ok.filter(pl.col("defense") == d)
         if not sub.height:
             continue
-        v = _ci(sub, "committed_harm", s, "fig04", d, "committed_harm")
-        b = _ci(sub, "blast_radius_norm", s, "fig04", d, "blast_radius_norm")
+        pending.append((d, _ci(sub, "committed_harm", s, pool, "fig04", d, "committed_harm"),
+                        _ci(sub, "blast_radius_norm", s, pool, "fig04", d,
+                            "blast_radius_norm")))
+    return lambda: _fig04(pending, ctx)
+
+
+def _fig04(pending: list[tuple[str, _Pending, _Pending]], ctx: Context
+           ) -> tuple[Table, plt.Figure]:
+    rows = []
+    for d, pv, pb in pending:
+        v, b = pv.get(), pb.get()
         rows.append({"defense": d, "policy_violation": v["mean"], "violation_low": v["ci_low"],
                      "violation_high": v["ci_high"], "logged_spread": b["mean"],
                      "spread_low": b["ci_low"], "spread_high": b["ci_high"]})
@@ -185,18 +232,29 @@ def fig04(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figur
         "scenario-cluster 95% intervals."), src), fig
 
 
-def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str
-          ) -> tuple[Table, plt.Figure]:
-    obs = [("committed_harm", "all"), ("authorized_tainted_action_success", "active_tainted"),
-           ("clean_benign_completion", "clean"), ("blast_radius_norm", "security"),
-           ("blast_radius_norm", "all"), ("recovery_success", "memory_recovery")]
-    rows = []
-    for metric, stage in obs:
-        base = stage_rows(df, stage, metric)
+_FIG05_OBS = [("committed_harm", "all"),
+              ("authorized_tainted_action_success", "active_tainted"),
+              ("clean_benign_completion", "clean"), ("blast_radius_norm", "security"),
+              ("blast_radius_norm", "all"), ("recovery_success", "memory_recovery")]
+
+
+def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str, pool: IntervalPool
+          ) -> _Draw:
+    pending = []
+    for metric, stage in _FIG05_OBS:
+        base = stage_rows(df.select("defense", "stage", "status", "cluster_id", metric),
+                          stage, metric)
         for d in (a, b):
             sub = base.filter(pl.col("defense") == d)
-            rows.append({"observable": f"{metric} [{stage}]", "defense": d, "N": sub.height,
-                         **_ci(sub, metric, s, "fig05", d, metric, stage)})
+            pending.append({"observable": f"{metric} [{stage}]", "defense": d,
+                            "N": sub.height,
+                            "ci": _ci(sub, metric, s, pool, "fig05", d, metric, stage)})
+    return lambda: _fig05(_resolve(pending), ctx, a, b)
+
+
+def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
+           ) -> tuple[Table, plt.Figure]:
+    obs = _FIG05_OBS
     src = pl.DataFrame(rows, schema={"observable": pl.String, "defense": pl.String,
                                      "N": pl.Int64, **_CI})
     fig, ax = plt.subplots(figsize=(8, 4.4))
@@ -218,17 +276,25 @@ def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str
         "observables, with scenario-cluster 95% intervals."), src), fig
 
 
-def fig06(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figure]:
-    mem = stage_rows(df, "memory_recovery")
-    cols = (("memory_reinfection", "reinfection"), ("recovery_success", "recovery"),
-            ("rollback_count", "rollbacks per rollout"))
-    rows = []
+_FIG06_COLS = (("memory_reinfection", "reinfection"), ("recovery_success", "recovery"),
+               ("rollback_count", "rollbacks per rollout"))
+
+
+def fig06(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _Draw:
+    mem = stage_rows(df.select("defense", "stage", "status", "cluster_id",
+                               *(c for c, _ in _FIG06_COLS)), "memory_recovery")
+    pending = []
     for d in ctx.defenses:
         sub = mem.filter(pl.col("defense") == d)
         if sub.height:
-            for col, label in cols:
-                rows.append({"defense": d, "observable": label, "N": sub.height,
-                             **_ci(sub, col, s, "fig06", d, col)})
+            for col, label in _FIG06_COLS:
+                pending.append({"defense": d, "observable": label, "N": sub.height,
+                                "ci": _ci(sub, col, s, pool, "fig06", d, col)})
+    return lambda: _fig06(_resolve(pending), ctx)
+
+
+def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:
+    cols = _FIG06_COLS
     src = pl.DataFrame(rows, schema={"defense": pl.String, "observable": pl.String,
                                      "N": pl.Int64, **_CI})
     fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -253,12 +319,15 @@ def fig06(df: pl.DataFrame, ctx: Context, s: Settings) -> tuple[Table, plt.Figur
 
 
 def all_figures(df: pl.DataFrame, ctx: Context, s: Settings, pair: Sequence[str],
-                out: Path) -> tuple[list[Table], list[Path]]:
+                out: Path, pool: IntervalPool | None = None) -> tuple[list[Table], list[Path]]:
+    """Every figure and its source table; the intervals of all four are submitted to
+    ``pool`` (default: computed in this process) before the first figure is drawn."""
     tables, paths = [], []
-    builders = [("fig03_authorized_completion", lambda: fig03(df, ctx, s)),
-                ("fig04_operating_points", lambda: fig04(df, ctx, s)),
-                ("fig05_boundary_vs_ledger", lambda: fig05(df, ctx, s, pair[0], pair[1])),
-                ("fig06_memory_recovery", lambda: fig06(df, ctx, s))]
+    pool = pool if pool is not None else IntervalPool(1)
+    builders = [("fig03_authorized_completion", fig03(df, ctx, s, pool)),
+                ("fig04_operating_points", fig04(df, ctx, s, pool)),
+                ("fig05_boundary_vs_ledger", fig05(df, ctx, s, pair[0], pair[1], pool)),
+                ("fig06_memory_recovery", fig06(df, ctx, s, pool))]
     for name, build in builders:
         src, fig = build()
         tables.append(src)

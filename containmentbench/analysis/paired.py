@@ -8,8 +8,9 @@ changes another one's interval.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import polars as pl
 from containmentbench.analysis.bootstrap import (
     Interval,
     cluster_bootstrap,
+    cluster_codes,
     pair_bootstrap,
     win_rate,
     zero_event_bounds,
@@ -65,8 +67,9 @@ def stage_rows(df: pl.DataFrame, stage: str, metric: str | None = None) -> pl.Da
 
 def pairs(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:
     """Matched (scenario, model, seed) pairs of defenses a and b with both values defined."""
-    base = stage_rows(df, stage, metric)
     cols = [*PAIR_KEYS, "stage", "cluster_id", metric]
+    # only the columns a pair needs go through the filters (a 10^6-row frame has ~60)
+    base = stage_rows(df.select(*cols, "defense", "status"), stage, metric)
     left = base.filter(pl.col("defense") == a).select(cols).rename({metric: "value_a"})
     right = base.filter(pl.col("defense") == b).select([*PAIR_KEYS, "stage", metric]) \
         .rename({metric: "value_b"})
@@ -130,7 +133,8 @@ class Draws:
     stage: str
     va: Any
     vb: Any
-    clusters: list[Any]
+    clusters: Any
+    """Cluster codes in order of first appearance (``bootstrap.cluster_codes``)."""
     pair_kw: dict[str, Any]
     cluster_kw: dict[str, Any]
 
@@ -149,12 +153,13 @@ def compare_draws(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
     va = p["value_a"].cast(pl.Float64).to_numpy()
     vb = p["value_b"].cast(pl.Float64).to_numpy()
     key = (a, b, metric, stage)
-    clusters = p["cluster_id"].to_list()
+    clusters = cluster_codes(p["cluster_id"])
     return Draws(a, b, metric, stage, va, vb, clusters,
                  {"n_resamples": s.resamples, "confidence": s.confidence,
                   "seed": s.seed_for("pair", *key), "batch": s.batch(n)},
                  {"n_resamples": s.resamples, "confidence": s.confidence,
-                  "seed": s.seed_for("cluster", *key), "batch": s.batch(len(set(clusters)))})
+                  "seed": s.seed_for("cluster", *key),
+                  "batch": s.batch(int(clusters.max()) + 1)})
 
 
 def pair_interval(w: Draws) -> Interval:
@@ -188,7 +193,8 @@ def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
     rows = []
     for stage in stages:
         for metric in metrics:
-            base = stage_rows(df, stage, metric)
+            base = stage_rows(df.select(metric, "cluster_id", "defense", "stage", "status"),
+                              stage, metric)
             for defense in sorted(base["defense"].unique().to_list()):
                 sub = base.filter(pl.col("defense") == defense)
                 events = int(sub[metric].sum())
@@ -220,9 +226,17 @@ def divergence(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings) -> dic
     projection (the twelve derived fields, nulls compared as values) and the share differing
     in the stage's utility metric, their intersection and union, and a scenario-cluster
     interval for the trajectory-divergence share."""
-    base = stage_rows(df, stage)
+    row, interval = divergence_draws(df, a, b, stage, s)
+    return divergence_finish(row, interval() if interval is not None else None)
+
+
+def divergence_draws(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings
+                     ) -> tuple[dict[str, Any], Callable[[], Interval] | None]:
+    """:func:`divergence` without its interval, and the (picklable) call that draws it
+    (None without pairs of equal endpoint), so the resampling can run in a worker."""
     cols = [*PAIR_KEYS, "stage", "cluster_id", "committed_harm", *PROJECTION,
             *sorted(set(UTILITY_BY_STAGE.values()) - set(PROJECTION))]
+    base = stage_rows(df.select(*cols, "defense", "status"), stage)
     left = base.filter(pl.col("defense") == a).select(cols)
     right = base.filter(pl.col("defense") == b).select(cols).drop("cluster_id")
     j = left.join(right, on=[*PAIR_KEYS, "stage"], suffix="_b")
@@ -232,7 +246,7 @@ def divergence(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings) -> dic
     if same.height == 0:
         return {"a": a, "b": b, "stage": stage, "pairs": total, "same_endpoint": 0,
                 "same_zero_endpoint": 0, "trajectory_divergence": None, "utility_divergence":
-                None, "intersection": None, "union": None, "ci_low": None, "ci_high": None}
+                None, "intersection": None, "union": None}, None
     traj = np.zeros(same.height, dtype=bool)
     for f in PROJECTION:
         x, y = same[f], same[f"{f}_b"]
@@ -242,16 +256,22 @@ def divergence(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings) -> dic
         mask = (same["stage"] == st).to_numpy()
         diff = ~(same[f].eq_missing(same[f"{f}_b"]).to_numpy())
         util |= mask & diff
-    ci = cluster_bootstrap(traj.astype(float), same["cluster_id"].to_list(),
-                           n_resamples=s.resamples, confidence=s.confidence,
-                           seed=s.seed_for("divergence", a, b, stage),
-                           batch=s.batch(same["cluster_id"].n_unique()))
+    codes = cluster_codes(same["cluster_id"])
+    interval = partial(cluster_bootstrap, traj.astype(float), codes,
+                       n_resamples=s.resamples, confidence=s.confidence,
+                       seed=s.seed_for("divergence", a, b, stage),
+                       batch=s.batch(int(codes.max()) + 1))
     n = same.height
     return {"a": a, "b": b, "stage": stage, "pairs": total, "same_endpoint": n,
             "same_zero_endpoint": same_zero, "trajectory_divergence": float(traj.mean()),
             "utility_divergence": float(util.mean()),
-            "intersection": float((traj & util).mean()), "union": float((traj | util).mean()),
-            "ci_low": ci.low, "ci_high": ci.high}
+            "intersection": float((traj & util).mean()), "union": float((traj | util).mean())
+            }, interval
+
+
+def divergence_finish(row: Mapping[str, Any], ci: Interval | None) -> dict[str, Any]:
+    return {**row, "ci_low": ci.low if ci is not None else None,
+            "ci_high": ci.high if ci is not None else None}
 
 
 def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
@@ -259,7 +279,7 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
     """Table 13: each stage's share of the all-stage gap mean_a - mean_b, with the stage's
     weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means)."""
     rows = []
-    base = stage_rows(df, "all", metric)
+    base = stage_rows(df.select(metric, "defense", "stage", "status"), "all", metric)
     n_total = base.filter(pl.col("defense") == a).height
     for st in stages:
         sa = base.filter((pl.col("defense") == a) & (pl.col("stage") == st))
@@ -289,7 +309,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     rows = []
 
     def mean(stage: str, defense: str, col: str) -> float | None:
-        sub = stage_rows(df, stage, col).filter(pl.col("defense") == defense)
+        sub = stage_rows(df.select(col, "defense", "stage", "status"), stage, col) \
+            .filter(pl.col("defense") == defense)
         return fmean(sub[col]) if sub.height else None
 
     for label, stage, col in (
@@ -302,7 +323,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     p = pairs(df, a, b, "authorized_tainted_action_success", "active_tainted")
     done = p.filter((pl.col("value_a") == 1) & (pl.col("value_b") == 1))
     keys = done.select(PAIR_KEYS)
-    base = stage_rows(df, "active_tainted", "blast_radius_norm")
+    base = stage_rows(df.select(*PAIR_KEYS, "blast_radius_norm", "defense", "stage", "status"),
+                      "active_tainted", "blast_radius_norm")
     sub = base.join(keys, on=PAIR_KEYS, how="semi")
     rows.append({"scope": "Authorized-completion subset",
                  "mean_a": fmean(sub.filter(pl.col("defense") == a)["blast_radius_norm"])
@@ -316,8 +338,8 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
 def attribution(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:
     """Rule-level attribution (§7.2): on pairs whose utility differs, the rule ids that
     stopped a call in each defense's row, with counts."""
-    base = stage_rows(df, stage, metric)
     cols = [*PAIR_KEYS, "stage", metric, "stop_rule_ids"]
+    base = stage_rows(df.select(*cols, "defense", "status"), stage, metric)
     j = base.filter(pl.col("defense") == a).select(cols).join(
         base.filter(pl.col("defense") == b).select(cols), on=[*PAIR_KEYS, "stage"], suffix="_b")
     diff = j.filter(pl.col(metric) != pl.col(f"{metric}_b"))

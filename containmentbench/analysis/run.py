@@ -17,14 +17,15 @@ import polars as pl
 
 from containmentbench.analysis import figures, tables
 from containmentbench.analysis.paired import Settings, zero_events
+from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
-    bootstrap_part,
+    read_frame,
     read_part,
     sensitivity_part,
+    start_bootstrap,
 )
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
-from containmentbench.metrics.compute import read_metrics
 
 MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
                 "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
@@ -53,35 +54,48 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
     t0 = time.perf_counter()
     out = Path(out)
-    df = pl.from_arrow(read_metrics(metrics_path))
+    df = read_frame(metrics_path)
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)
     s = Settings.from_config(cfg)
-    sens = read_part("sensitivity", sensitivity_path, metrics_path, cfg) \
-        if sensitivity_path is not None else sensitivity_part(df, cfg)
-    boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
-        if bootstrap_path is not None else bootstrap_part(df, cfg, ctx.defenses, workers)
+    n_figure_intervals = 4 * len(ctx.defenses) + 12
+    with pool_for(df, len(cfg["comparisons"]) + n_figure_intervals, s.resamples,
+                  workers) as pool:
+        # the bootstrap's intervals go to the workers first; the deterministic tables are
+        # computed here meanwhile (results do not depend on where or when they are drawn)
+        boot_done = start_bootstrap(df, cfg, ctx.defenses, pool) \
+            if bootstrap_path is None else None
+        sens = read_part("sensitivity", sensitivity_path, metrics_path, cfg) \
+            if sensitivity_path is not None else sensitivity_part(df, cfg)
+        zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
+        plain = {"stage_means": tables.stage_means(df, MEAN_METRICS, ctx),
+                 "table03": tables.table03(df, ctx), "table09": tables.table09(df, ctx),
+                 "table11": tables.table11(df, ctx), "table15": tables.table15(df, ctx),
+                 "table22": tables.table22(df, ctx),
+                 "table26": tables.table26(df, cfg["seed_variance"]["metrics"], ctx)}
+        sc, se = cfg["stage_contribution"], cfg["sensitivity"]
+        pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
+                                                                        ctx.defenses[-1])
+        fig_tables, fig_paths = figures.all_figures(df, ctx, s, pair, out / "figures", pool)
+        boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
+            if boot_done is None else boot_done()
     skipped: list[str] = list(boot["skipped"])
     n_intervals = boot["intervals"]
     configured = [c for _, c in boot["configured"] if c is not None]
     claims = [c for claim, c in boot["configured"] if c is not None and claim]
     rows25 = configured + boot["sweep"]
-    zero = zero_events(df, cfg["zero_event"]["metrics"], cfg["zero_event"]["stages"])
     div = boot["divergence"]
-    out_tables: list[Table] = [tables.stage_means(df, MEAN_METRICS, ctx),
-                               tables.table03(df, ctx), tables.table09(df, ctx),
-                               tables.table10(div, ctx), tables.table11(df, ctx),
+    out_tables: list[Table] = [plain["stage_means"], plain["table03"], plain["table09"],
+                               tables.table10(div, ctx), plain["table11"],
                                tables.table12(claims, zero, ctx,
                                               sorted({c.b for c in claims} | {c.a for c in claims})),
-                               tables.table15(df, ctx), tables.table22(df, ctx),
-                               tables.table25(rows25, ctx),
-                               tables.table26(df, cfg["seed_variance"]["metrics"], ctx),
+                               plain["table15"], plain["table22"],
+                               tables.table25(rows25, ctx), plain["table26"],
                                Table("zero_event_bounds", ctx.caption(
                                    "Zero-event one-sided upper bounds at rollout and scenario-"
                                    "cluster level: exact binomial 95% and the rule of three "
                                    "(§7.2)."), zero)]
-    sc, se = cfg["stage_contribution"], cfg["sensitivity"]
     if sens["stage_contribution"] is not None:
         out_tables.append(tables.table13(sens["stage_contribution"], sc["a"], sc["b"], ctx))
     if sens["sensitivity"] is not None:
@@ -98,9 +112,6 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     t24 = tables.table24(reparse_summary, ctx)
     if t24 is not None:
         out_tables.append(t24)
-    pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
-                                                                    ctx.defenses[-1])
-    fig_tables, fig_paths = figures.all_figures(df, ctx, s, pair, out / "figures")
     written = []
     for t in out_tables:
         written += write(t, out / "tables")

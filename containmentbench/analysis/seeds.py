@@ -7,6 +7,7 @@ standard deviation and the range of the per-seed means.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from containmentbench.analysis.exact import fmean, fstd
@@ -41,11 +42,19 @@ def seed_variance(
         .agg(pl.col(value_col).cast(pl.Float64).drop_nulls().alias("_v"))
         .collect()
     )
+    # One flat array and its segments instead of a Python list per (group, seed). A seed
+    # without values has no mean (fmean of nothing) and is dropped first, so every segment
+    # is non-empty whatever explode does with an empty list.
+    grouped = grouped.filter(pl.col("_v").list.len() > 0)
+    lengths = grouped["_v"].list.len().to_numpy()
+    flat = grouped["_v"].explode().to_numpy()
+    segments = np.split(flat, np.cumsum(lengths)[:-1]) if grouped.height else []
+    key_rows = grouped.select(keys).rows() if keys else [()] * grouped.height
     by_group: dict[tuple, list[float]] = {}
-    for row in grouped.iter_rows(named=True):
-        m = fmean(row["_v"])
+    for key, values in zip(key_rows, segments, strict=True):
+        m = fmean(values)
         if m is not None:
-            by_group.setdefault(tuple(row[k] for k in keys), []).append(m)
+            by_group.setdefault(key, []).append(m)
     rows = []
     for key, means in by_group.items():
         rows.append({**dict(zip(keys, key)), "n_seeds": len(means), "mean": fmean(means),

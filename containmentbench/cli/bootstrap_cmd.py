@@ -21,15 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    import polars as pl
-
-    from containmentbench.analysis.parts import bootstrap_part, write_part
+    from containmentbench.analysis.parts import bootstrap_part, read_frame, write_part
     from containmentbench.analysis.tables import Context
-    from containmentbench.metrics.compute import read_metrics
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
-    df = pl.from_arrow(read_metrics(args.metrics))
+    df = read_frame(args.metrics)
     part = bootstrap_part(df, cfg, Context(df).defenses)
     write_part("bootstrap", part, args.metrics, cfg, args.out)
     print(f"wrote {args.out}: {part['intervals']} intervals x {part['resamples']} resamples "

@@ -21,14 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
-    import polars as pl
-
-    from containmentbench.analysis.parts import sensitivity_part, write_part
-    from containmentbench.metrics.compute import read_metrics
+    from containmentbench.analysis.parts import read_frame, sensitivity_part, write_part
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
-    df = pl.from_arrow(read_metrics(args.metrics))
+    df = read_frame(args.metrics)
     write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
