@@ -94,26 +94,34 @@ def _group(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def load_rollouts(run_dir: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]]]:
+def trace_shards(run_dir: Path) -> list[Path]:
     root = run_dir / "traces"
     dirs = shard_dirs(root) if root.exists() else []
     if not dirs:
         raise BenchError("no trace shards (run rollout first)", file=str(root), field="traces")
+    return dirs
+
+
+def shard_rollouts(d: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]]]:
+    """``(rollout row, events, edges)`` of every rollout of one shard."""
     out = []
-    for d in dirs:
-        ro = read_table(d / "rollouts.parquet", "rollouts", RO_COLS).to_pylist()
-        ev = _group(read_table(d / "events.parquet", "events", EV_COLS))
-        ed = _group(read_table(d / "edges.parquet", "edges"))
-        for r in ro:
-            evs = ev.get(r["rollout_id"])
-            if not evs:
-                raise BenchError(f"rollout {r['rollout_id']} has no events", file=str(d),
-                                 field="events")
-            if not any(e["kind"] in ("user_goal", "model_call") for e in evs):
-                raise BenchError(f"rollout {r['rollout_id']} has no user_goal or model_call "
-                                 "events (not an agent trace)", file=str(d), field="events.kind")
-            out.append((r, evs, ed.get(r["rollout_id"], [])))
+    ro = read_table(d / "rollouts.parquet", "rollouts", RO_COLS).to_pylist()
+    ev = _group(read_table(d / "events.parquet", "events", EV_COLS))
+    ed = _group(read_table(d / "edges.parquet", "edges"))
+    for r in ro:
+        evs = ev.get(r["rollout_id"])
+        if not evs:
+            raise BenchError(f"rollout {r['rollout_id']} has no events", file=str(d),
+                             field="events")
+        if not any(e["kind"] in ("user_goal", "model_call") for e in evs):
+            raise BenchError(f"rollout {r['rollout_id']} has no user_goal or model_call "
+                             "events (not an agent trace)", file=str(d), field="events.kind")
+        out.append((r, evs, ed.get(r["rollout_id"], [])))
     return out
+
+
+def load_rollouts(run_dir: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]]]:
+    return [item for d in trace_shards(run_dir) for item in shard_rollouts(d)]
 
 
 def sink_record(s: SinkAudit, v: dict[str, Any]) -> dict[str, Any]:
@@ -157,60 +165,67 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     run_dir = Path(run_dir)
     out_dir = Path(out) if out else run_dir / "audit"
     t0 = time.perf_counter()
-    items = load_rollouts(run_dir)
-    models = sorted({r["model"] for r, _, _ in items})
-    if len(models) > 1:
-        raise BenchError(f"traces of {len(models)} models in one run directory ({models[0]}, "
-                         f"{models[1]} ...): audit one model's run directory", field="model")
+    dirs = trace_shards(run_dir)
     replayer_for = None
     cfg_path = run_dir / "config.yaml"
     if replay and cfg_path.exists():
         from containmentbench.config.compose import read_resolved
         replayer_for = StudyReplay(read_resolved(cfg_path), policy.sinks)
     th = policy.thresholds
-    per: list[tuple[dict[str, Any], list[dict], list[SinkAudit], str]] = []
+    # one shard's events in memory at a time (a 50-seed study holds ~10 GB of events): what
+    # the later passes need is kept per rollout (sinks, graph JSON, committed sink calls; the
+    # events themselves only for the judge)
+    per: list[tuple[dict[str, Any], list[dict] | None, list[SinkAudit], str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="cb-dcpg-") as state:
-        for row, evs, eds in items:
-            g, sinks = collect(row, evs, eds, policy, state)
-            per.append((row, evs, sinks, json.dumps(g.to_json(), sort_keys=True)))
+        for d in dirs:
+            for row, evs, eds in shard_rollouts(d):
+                g, sinks = collect(row, evs, eds, policy, state)
+                per.append((row, evs if judge is not None and sinks else None, sinks,
+                            json.dumps(g.to_json(), sort_keys=True),
+                            original_calls(evs, policy.sinks)))
+    rows = [r for r, *_ in per]
+    models = sorted({r["model"] for r in rows})
+    if len(models) > 1:
+        raise BenchError(f"traces of {len(models)} models in one run directory ({models[0]}, "
+                         f"{models[1]} ...): audit one model's run directory", field="model")
     t1 = time.perf_counter()
-    all_sinks = [s for _, _, ss, _ in per for s in ss]
+    all_sinks = [s for _, _, ss, _, _ in per for s in ss]
     embed(all_sinks, emb, policy, everything=False)
     t2 = time.perf_counter()
     replays = {}
-    for row, evs, sinks, _ in per:
+    for row, evs, sinks, _, orig in per:
         rep = replayer_for(row) if replayer_for and sinks else None
-        probe_sinks(sinks, rep, original_calls(evs, policy.sinks), th, everything=False)
+        probe_sinks(sinks, rep, orig, th, everything=False)
         if rep is None and judge is not None and sinks:
             judge_sinks(sinks, judge, evs, th)
         replays[row["rollout_id"]] = rep.replays if rep else 0
     t3 = time.perf_counter()
-    sink_rows = [sink_record(s, verdict(s, th)) for _, _, ss, _ in per for s in ss]
-    roll_rows = gap_rows([r for r, _, _, _ in per], sink_rows, replays)
+    sink_rows = [sink_record(s, verdict(s, th)) for _, _, ss, _, _ in per for s in ss]
+    roll_rows = gap_rows(rows, sink_rows, replays)
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
     _write_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
     _write_parquet(out_dir / "dcpg.parquet",
-                   [{"rollout_id": r["rollout_id"], "graph": gj} for r, _, _, gj in per], DCPG)
+                   [{"rollout_id": r["rollout_id"], "graph": gj} for r, _, _, gj, _ in per], DCPG)
     written = gap_table(roll_rows, sink_rows, out_dir / "tables",
-                        simulated=any(r["backend"] == "sim" for r, _, _ in items))
+                        simulated=any(r["backend"] == "sim" for r in rows))
     summary = {"policy": policy.to_dict(), "policy_hash": policy.hash,
-               "rollouts": len(items), "sinks": len(sink_rows),
+               "rollouts": len(rows), "sinks": len(sink_rows),
                "audited": sum(r["audited"] for r in sink_rows),
                "replays": sum(replays.values()),
                "implicit_analysis": "+".join(
                    [m for m, on in (("replay", replayer_for is not None and any(
-                       r["backend"] == "sim" for r, _, _ in items)),
+                       r["backend"] == "sim" for r in rows)),
                                     ("judge", judge is not None)) if on])
                    or "not run (no replayable backend, no judge)",
                "judge_calls": judge.calls if judge is not None else 0,
                "judge_unparsed": judge.unparsed if judge is not None else 0,
-               "simulated_agent": any(r["backend"] == "sim" for r, _, _ in items)}
+               "simulated_agent": any(r["backend"] == "sim" for r in rows)}
     encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
     tmp = out_dir / f".summary.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out_dir / "summary.json")
-    print(f"audit: {len(items)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
+    print(f"audit: {len(rows)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
           f"attributed, {summary['replays']} replays; dcpg+tiers 1-2 {t1 - t0:.1f} s, "
           f"embeddings {t2 - t1:.1f} s ({encoded} texts encoded), replays "
           f"{t3 - t2:.1f} s; wrote {out_dir} ({len(written)} table files)", file=log)

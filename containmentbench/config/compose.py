@@ -167,14 +167,19 @@ def load_study(overrides: Sequence[str] = ()) -> dict[str, Any]:
     return data
 
 
+def resolved_text(data: dict[str, Any]) -> str:
+    """The text of ``config.yaml`` for a resolved config (what ``save_resolved`` writes)."""
+    import yaml
+
+    return "# resolved containmentbench config; sha256 of its canonical JSON:\n" \
+        f"# {config_hash(data)}\n" + yaml.safe_dump(data, sort_keys=True)
+
+
 def save_resolved(data: dict[str, Any], path: str | Path) -> bool:
     """Write the resolved config (YAML) and its hash beside the outputs; only rewrites the
     file when its content changes (so file times stay meaningful). Returns True if written."""
-    import yaml
-
     path = Path(path)
-    text = "# resolved containmentbench config; sha256 of its canonical JSON:\n" \
-        f"# {config_hash(data)}\n" + yaml.safe_dump(data, sort_keys=True)
+    text = resolved_text(data)
     if path.exists() and path.read_text() == text:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -189,6 +189,16 @@ class Study:
         """The job's key (its shards' keys): a changed shard key reruns the job."""
         return job_key(self._run[w.model], self.job(w))
 
+    def config_digest(self, w: Any) -> str:
+        """sha256 of the run's resolved config as the pre-flight writes it (a params value of
+        freeze): a config rewritten by a newer schema re-freezes the manifest even when no
+        output changes, and a dry run says so (it reads the would-be text, not the file)."""
+        import hashlib
+
+        from containmentbench.config.compose import resolved_text
+
+        return hashlib.sha256(resolved_text(self._run[w.model]).encode()).hexdigest()
+
     # ------------------------------------------------------------------ resources
 
     def gpu_rule_resources(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,25 +75,39 @@ def _trace_texts(run: RunDir, *, environment_only: bool = False, with_kind: bool
                     yield (where, r[col], r["kind"]) if with_kind else (where, r[col])
 
 
-def _row(check: str, scope: str, items: int, bad: list[str], note: str = "") -> dict[str, Any]:
-    return {"check": check, "scope": scope, "items_checked": items, "violations": len(bad),
-            "status": "pass" if not bad else "fail",
+def _row(check: str, scope: str, items: int, bad: list[str], note: str = "",
+         violations: int | None = None) -> dict[str, Any]:
+    n_bad = len(bad) if violations is None else violations
+    return {"check": check, "scope": scope, "items_checked": items, "violations": n_bad,
+            "status": "pass" if not n_bad else "fail",
             "first_violation": redact(bad[0])[:200] if bad else None, "note": note}
 
 
-def _scan(texts: Iterable[tuple[str, str]], find) -> tuple[int, list[str]]:
-    """Every text through ``find`` (a pure function of the text): a text repeated across
-    defenses and seeds (most trace texts are) is searched once."""
-    n, bad = 0, []
-    memo: dict[str, list[str]] = {}
-    for where, text in texts:
-        n += 1
-        hits = memo.get(text)
+class _Scan:
+    """Texts through ``find`` (a pure function of the text). A text repeated across defenses
+    and seeds (most trace texts are) is searched once, and only the count and the first
+    violation are kept (all the table reports), so the traces are streamed shard by shard."""
+
+    def __init__(self, find: Callable[[str], list[str]]) -> None:
+        self.find = find
+        self.memo: dict[str, list[str]] = {}
+        self.n = self.count = 0
+        self.first: list[str] = []
+
+    def add(self, where: str, text: str) -> None:
+        self.n += 1
+        hits = self.memo.get(text)
         if hits is None:
-            hits = memo[text] = find(text)
-        for hit in hits:
-            bad.append(f"{where}: {hit}")
-    return n, bad
+            hits = self.memo[text] = self.find(text)
+        if hits:
+            if not self.first:
+                self.first.append(f"{where}: {hits[0]}")
+            self.count += len(hits)
+
+    def feed(self, texts: Iterable[tuple[str, str]]) -> _Scan:
+        for where, text in texts:
+            self.add(where, text)
+        return self
 
 
 def audit(run: RunDir, cases: pl.DataFrame | None = None,
@@ -103,10 +117,26 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
                      pq.read_table(s / "rollouts.parquet", columns=["suite"]).to_pylist()}
                     or {r["suite"] for r in rows_meta})
     scen = [t for s in suites for t in _scenario_texts(s)]
-    every = list(_trace_texts(run, with_kind=True))  # the events are read once
-    traces = [(w, t) for w, t, _ in every]
     released = [("case_studies.json", json.dumps(case_steps, sort_keys=True))] \
         if case_steps is not None else []
+
+    def nonlocal_(t: str) -> list[str]:
+        return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
+
+    def markers(t: str) -> list[str]:
+        return [name for name, rx in FORBIDDEN.items() if rx.search(t)]
+
+    canaries = _Scan(lambda t: [v for v in CANARY_LIKE.findall(t) if not CANARY.match(v)])
+    domains = _Scan(nonlocal_)
+    paths = _Scan(lambda t: [] if redact(t) == t else [REDACTED])
+    canaries.feed(scen)
+    domains.feed(scen)
+    for where, text, kind in _trace_texts(run, with_kind=True):  # one pass, one shard at a time
+        canaries.add(where, text)
+        if kind not in MODEL_AUTHORED:
+            domains.add(where, text)
+        paths.add(where, text)
+    paths.feed(released)
     out = []
 
     # 1. synthetic canaries: every declared canary is a CB-CANARY token; nothing that looks
@@ -118,32 +148,26 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
             n += 1
             if not CANARY.fullmatch(c["token"]):
                 bad.append(f"{where}: canary {c['token']!r} is not a synthetic CB-CANARY token")
-    m, bad2 = _scan(scen + traces, lambda t: [v for v in CANARY_LIKE.findall(t)
-                                               if not CANARY.match(v)])
-    out.append(_row("synthetic canaries", "scenarios, traces", n + m, bad + bad2,
-                    "canaries match CB-CANARY-<10 hex>"))
+    out.append(_row("synthetic canaries", "scenarios, traces", n + canaries.n,
+                    bad + canaries.first, "canaries match CB-CANARY-<10 hex>",
+                    violations=len(bad) + canaries.count))
 
     # 2. local-only recipients: every e-mail domain and URL host the benchmark writes
     # (scenarios, and the environment's side of the traces) is reserved-local. Model-written
     # text is excluded: what a model addresses is a measured outcome, never delivered.
-    def nonlocal_(t: str) -> list[str]:
-        return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
-    n, bad = _scan(scen + [(w, t) for w, t, k in every if k not in MODEL_AUTHORED], nonlocal_)
-    out.append(_row("local-only domains", "scenarios, environment trace events", n, bad,
-                    "domains end in " + ", ".join(LOCAL_TLDS)
-                    + "; model-written text is an outcome and is not checked"))
+    out.append(_row("local-only domains", "scenarios, environment trace events", domains.n,
+                    domains.first, "domains end in " + ", ".join(LOCAL_TLDS)
+                    + "; model-written text is an outcome and is not checked",
+                    violations=domains.count))
 
     # 3. no forbidden payload markers in released scenarios and case studies
-    def markers(t: str) -> list[str]:
-        return [name for name, rx in FORBIDDEN.items() if rx.search(t)]
-    n, bad = _scan(scen + released, markers)
-    out.append(_row("no forbidden payload markers", "scenarios, case studies", n, bad,
-                    "; ".join(FORBIDDEN)))
+    marks = _Scan(markers).feed(scen + released)
+    out.append(_row("no forbidden payload markers", "scenarios, case studies", marks.n,
+                    marks.first, "; ".join(FORBIDDEN), violations=marks.count))
 
     # 4. redacted trace paths: no absolute host path in any trace text or case study
-    n, bad = _scan(traces + released, lambda t: [] if redact(t) == t else [REDACTED])
-    out.append(_row("redacted trace paths", "traces, case studies", n, bad,
-                    "absolute host paths are replaced by " + REDACTED))
+    out.append(_row("redacted trace paths", "traces, case studies", paths.n, paths.first,
+                    "absolute host paths are replaced by " + REDACTED, violations=paths.count))
 
     # 5. component-manifest consistency: scenario manifests and shard checksums
     n, bad = 0, []

@@ -93,3 +93,16 @@ def test_bootstrap_setting_does_not_rerun_sensitivity(tmp_path):
                 f"overrides=[{base},analysis.sensitivity.b=none]")
     jobs = _jobs(sens.stdout + sens.stderr)
     assert "sensitivity" in jobs and "tables" in jobs and "bootstrap" not in jobs, jobs
+    # the resolved config changes but no output does (an operational setting here; a new
+    # schema default after an upgrade alike): the dry run and the run both re-freeze only,
+    # so the manifest never names the old config bytes and verify holds
+    run = tmp_path / "results" / "smoke" / "sim-default"
+    changed = f"overrides=[{base},cluster.metrics_workers=1]"
+    dry = _run(tmp_path, "-n", "--config", "study=smoke", changed)
+    assert set(_jobs(dry.stdout + dry.stderr)) == {"freeze", "all", "total"}, dry.stdout[-2000:]
+    res = _run(tmp_path, "--cores", "2", "--config", "study=smoke", changed)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert set(_jobs(res.stdout + res.stderr)) == {"freeze", "all", "total"}
+    verify = subprocess.run([str(Path(sys.executable).parent / "containmentbench"), "verify",
+                             str(run)], capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stderr

@@ -9,6 +9,9 @@ rule freeze:
         S.path("logs", "freeze.log"),
     params:
         study=lambda w, input: os.path.dirname(input[0]),  # analysis.json's folder
+        # the pre-flight rewrites the resolved config when it changes (e.g. a new default in
+        # the schema): the manifest is then re-frozen rather than left naming the old bytes
+        config=S.config_digest,
     conda:
         "../envs/containmentbench.yaml"
     resources:
