@@ -61,17 +61,34 @@ def plan_record(data: dict[str, Any], config_path: Path, shards: list[Shard]) ->
         rows.append([s.model, s.defense, s.seed, s.stage, s.index, None])
     return {"format": FORMAT, "config_sha256": _sha256_file(config_path),
             "suite_sha256": _suite_key(manifest), "config": data, "blocks": blocks,
-            "shards": rows}
+            "shards": rows, "sim_profile": _sim_profile(data)}
 
 
-def _suite_key(manifest: Path | None) -> dict[str, str | None] | None:
-    """sha256 of the suite manifest and of every stage file beside it (a stage file edited
-    without a new manifest also makes the plan stale)."""
+def _sim_profile(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A packaged sim profile, parsed (a job then needs no YAML parser for it)."""
+    name = (data.get("model") or {}).get("sim_profile")
+    if data.get("backend", {}).get("name") != "sim" or not isinstance(name, str) \
+            or name.endswith((".yaml", ".yml")):
+        return None
+    from containmentbench.models.sim import _packaged_profiles, packaged_sha256
+
+    mapping = _packaged_profiles().get(name)
+    if mapping is None or json.loads(json.dumps(mapping)) != mapping:
+        return None
+    return {"name": name, "sha256": packaged_sha256(), "mapping": mapping}
+
+
+def _suite_key(manifest: Path | None) -> dict[str, Any] | None:
+    """sha256 of the suite manifest, and each stage file's size, mtime and inode (the
+    signature the per-process suite cache uses, scenarios/manifest.py): a stage file edited
+    or regenerated without a new manifest makes the plan stale. A job validates each of its
+    scenarios anyway, and the ``scenarios`` rule checks every stage file's sha256 first."""
     if manifest is None:
         return None
-    out = {manifest.name: _sha256_file(manifest)}
+    out: dict[str, Any] = {manifest.name: _sha256_file(manifest)}
     for p in sorted(manifest.parent.glob("*.jsonl")):
-        out[p.name] = _sha256_file(p)
+        st = p.stat()
+        out[p.name] = [st.st_size, st.st_mtime_ns, st.st_ino]
     return out
 
 
@@ -86,7 +103,10 @@ def save_plan(data: dict[str, Any], config_path: Path, shards: list[Shard]) -> b
     if json.loads(json.dumps(data)) != data:
         path.unlink(missing_ok=True)
         return False
-    text = json.dumps(plan_record(data, Path(config_path), shards), sort_keys=True,
+    # insertion order kept (no sort_keys): the config as read from its YAML and a sim
+    # profile's weights come back in the order they were written, which the sim's seeded
+    # choices depend on
+    text = json.dumps(plan_record(data, Path(config_path), shards),
                       separators=(",", ":")) + "\n"
     try:
         if path.read_text() == text:
@@ -101,7 +121,9 @@ def save_plan(data: dict[str, Any], config_path: Path, shards: list[Shard]) -> b
 
 def read_plan(config_path: str | Path) -> tuple[dict[str, Any], list[Shard]] | None:
     """``(resolved config, shards)`` from the plan beside ``config_path``, or None when there
-    is none or it does not belong to these exact config and suite bytes."""
+    is none or it does not belong to these exact config and suite bytes. A packaged sim
+    profile stored in the plan is handed to the sim backend (used while its file is
+    unchanged)."""
     config_path = Path(config_path)
     try:
         rec = json.loads(config_path.with_name(PLAN_FILE).read_text())
@@ -117,6 +139,11 @@ def read_plan(config_path: str | Path) -> tuple[dict[str, Any], list[Shard]] | N
     manifest = _suite_manifest(data)
     if manifest is None or rec.get("suite_sha256") != _suite_key(manifest):
         return None
+    prof = rec.get("sim_profile")
+    if isinstance(prof, dict) and isinstance(prof.get("mapping"), dict):
+        from containmentbench.models.sim import prime_profile
+
+        prime_profile(str(prof.get("name")), prof["mapping"], str(prof.get("sha256")))
     try:
         blocks = rec["blocks"]
         out = [Shard(m, d, int(seed), st, int(k), tuple(ids if ids is not None

@@ -84,3 +84,23 @@ def test_cli_restores_gc_thresholds(tmp_path):
     before = gc.get_threshold()
     main(["status", str(tmp_path / "nothing")])
     assert gc.get_threshold() == before
+
+
+def test_plan_hands_the_sim_profile_over_in_file_order(tmp_path, monkeypatch):
+    """The job's sim profile comes from the plan (no YAML parser in the job), equal to the
+    packaged file's, weights in the file's order (the seeded choices walk that order)."""
+    from containmentbench.models import sim
+
+    cfg = _study(tmp_path)
+    monkeypatch.setattr(sim, "_PRIMED", {})
+    read_plan(cfg)
+    assert "default" in sim._PRIMED
+    primed = sim.load_profile("default")
+    monkeypatch.setattr(sim, "_PRIMED", {})
+    parsed = sim.load_profile("default")
+    assert primed == parsed
+    for field in ("follow", "topology", "formats", "final_formats"):
+        assert list(getattr(primed, field)) == list(getattr(parsed, field)), field
+    # a changed packaged file: the primed copy is not used
+    monkeypatch.setattr(sim, "_PRIMED", {"default": ("0" * 64, {"follow": {}})})
+    assert sim.load_profile("default") == parsed
