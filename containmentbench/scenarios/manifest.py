@@ -92,39 +92,33 @@ def _lines(fh: Any, path: Path) -> Any:
         raise ValidationError("not UTF-8 text", file=str(path), line=lineno + 1) from None
 
 
-def read_stage(path: Path) -> list[Scenario]:
-    """Parse and validate one stage file; errors name file, line and field."""
-    out: list[Scenario] = []
-    seen: set[str] = set()
+def _records(path: Path) -> Any:
+    """``(line number, parsed JSON)`` of every non-empty line; bad JSON names file and line."""
     with open(path, encoding="utf-8", errors="strict") as fh:
         for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
                                       line=lineno) from None
             except RecursionError:
                 raise ValidationError("JSON nested too deeply", file=str(path),
                                       line=lineno) from None
-            try:
-                sc = Scenario.from_dict(record)
-            except ValidationError as exc:
-                raise ValidationError(exc.detail, file=str(path), line=lineno,
-                                      field=exc.field) from None
-            except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
-                # a value the typed checks let through: still one line, file and line
-                raise ValidationError(f"malformed record ({type(exc).__name__}: {exc})",
-                                      file=str(path), line=lineno) from None
-            if sc.id in seen:
-                raise ValidationError(f"duplicate scenario id '{sc.id}'", file=str(path),
-                                      line=lineno, field="id")
-            if sc.stage != path.stem:
-                raise ValidationError(f"stage '{sc.stage}' in file for '{path.stem}'",
-                                      file=str(path), line=lineno, field="stage")
-            seen.add(sc.id)
-            out.append(sc)
+
+
+def read_stage(path: Path) -> list[Scenario]:
+    """Parse and validate one stage file; errors name file, line and field."""
+    out: list[Scenario] = []
+    seen: set[str] = set()
+    for lineno, record in _records(path):
+        sc = _validate(record, path, lineno)
+        if sc.id in seen:
+            raise ValidationError(f"duplicate scenario id '{sc.id}'", file=str(path),
+                                  line=lineno, field="id")
+        seen.add(sc.id)
+        out.append(sc)
     return out
 
 
@@ -245,27 +239,16 @@ def _stage_raw(path: Path) -> tuple[tuple[int, int, int], dict[str, tuple[int, A
 
 def _index_records(path: Path) -> dict[str, tuple[int, Any]]:
     out: dict[str, tuple[int, Any]] = {}
-    with open(path, encoding="utf-8", errors="strict") as fh:
-        for lineno, line in _lines(fh, path):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
-                                      line=lineno) from None
-            except RecursionError:
-                raise ValidationError("JSON nested too deeply", file=str(path),
-                                      line=lineno) from None
-            sid = record.get("id") if isinstance(record, dict) else None
-            if not isinstance(sid, str):
-                # the full validation names the field
-                _validate(record, path, lineno)
-                raise ValidationError("missing", file=str(path), line=lineno, field="id")
-            if sid in out:
-                raise ValidationError(f"duplicate scenario id '{sid}'", file=str(path),
-                                      line=lineno, field="id")
-            out[sid] = (lineno, record)
+    for lineno, record in _records(path):
+        sid = record.get("id") if isinstance(record, dict) else None
+        if not isinstance(sid, str):
+            # the full validation names the field
+            _validate(record, path, lineno)
+            raise ValidationError("missing", file=str(path), line=lineno, field="id")
+        if sid in out:
+            raise ValidationError(f"duplicate scenario id '{sid}'", file=str(path),
+                                  line=lineno, field="id")
+        out[sid] = (lineno, record)
     return out
 
 
