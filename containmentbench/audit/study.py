@@ -16,7 +16,6 @@ import os
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from containmentbench.audit.policy import AuditPolicy
 from containmentbench.audit.replay import Replayer
 from containmentbench.audit.tables import gap_rows, gap_table
 from containmentbench.errors import BenchError
-from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.trace.io import by_rollout, read_table, shard_dirs
 
 EV_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "call_id", "tool", "args",
            "text", "labels", "tainted_fields", "resource_id", "resource_class"]
@@ -87,13 +86,6 @@ class StudyReplay:
                         self.sinks)
 
 
-def _group(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in table.to_pylist():
-        out[r["rollout_id"]].append(r)
-    return out
-
-
 def trace_shards(run_dir: Path) -> list[Path]:
     root = run_dir / "traces"
     dirs = shard_dirs(root) if root.exists() else []
@@ -106,8 +98,8 @@ def shard_rollouts(d: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]
     """``(rollout row, events, edges)`` of every rollout of one shard."""
     out = []
     ro = read_table(d / "rollouts.parquet", "rollouts", RO_COLS).to_pylist()
-    ev = _group(read_table(d / "events.parquet", "events", EV_COLS))
-    ed = _group(read_table(d / "edges.parquet", "edges"))
+    ev = by_rollout(read_table(d / "events.parquet", "events", EV_COLS))
+    ed = by_rollout(read_table(d / "edges.parquet", "edges"))
     for r in ro:
         evs = ev.get(r["rollout_id"])
         if not evs:

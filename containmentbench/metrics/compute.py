@@ -26,7 +26,7 @@ from containmentbench.metrics.schema import METRICS, OUTCOMES, STAGE_SCOPE
 from containmentbench.progress import Progress
 from containmentbench.scenarios.manifest import load_suite
 from containmentbench.scenarios.model import Scenario
-from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.trace.io import by_rollout, read_table, shard_dirs
 from containmentbench.trace.validate import check_shard
 
 EVENT_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "tool", "args",
@@ -40,11 +40,24 @@ def _suite(suite: str) -> dict[str, Scenario]:
     return {s.id: s for s in load_suite(suite)}
 
 
-def _groups(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for row in table.to_pylist():
-        out.setdefault(row["rollout_id"], []).append(row)
-    return out
+def read_shard(d: Path, event_cols: list[str] = EVENT_COLS
+               ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]],
+                          dict[str, list[dict[str, Any]]]]:
+    """A shard's rollout rows and its events and edges grouped by rollout, after the
+    numbering and edge-direction checks every trace reader makes."""
+    ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
+    ev_t = read_table(d / "events.parquet", "events", event_cols)
+    ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
+    check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
+    return ro, by_rollout(ev_t), by_rollout(ed_t)
+
+
+def scope_to_stage(row: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Null the metrics outside their stage scope (Table 5)."""
+    for name, stages in STAGE_SCOPE.items():
+        if stage not in stages:
+            row[name] = None
+    return row
 
 
 def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
@@ -93,19 +106,12 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         if fp["authorized_opportunities"] else None,
         **M.target_funnel(t),
     })
-    for name, stages in STAGE_SCOPE.items():
-        if r["stage"] not in stages:
-            row[name] = None
-    return row
+    return scope_to_stage(row, r["stage"])
 
 
 def shard_rows(shard: str) -> list[dict[str, Any]]:
     d = Path(shard)
-    ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
-    ev_t = read_table(d / "events.parquet", "events", EVENT_COLS)
-    ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
-    check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
-    ev, ed = _groups(ev_t), _groups(ed_t)
+    ro, ev, ed = read_shard(d)
     rows = []
     for r in ro:
         scen = _suite(r["suite"]).get(r["scenario_id"])

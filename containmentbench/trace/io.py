@@ -80,6 +80,14 @@ def write_table(path: str | Path, name: str, table: pa.Table) -> None:
     pq.write_table(_with_meta(table, name), str(path), **_WRITE_OPTS)
 
 
+def by_rollout(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
+    """The rows of a trace table as dicts, grouped by ``rollout_id`` in file order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row["rollout_id"], []).append(row)
+    return out
+
+
 def read_table(path: str | Path, name: str, columns: list[str] | None = None) -> pa.Table:
     """Read and validate one trace table; errors name the file and the column."""
     path = str(path)

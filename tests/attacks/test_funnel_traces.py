@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from containmentbench.attacks import funnel as F
-from containmentbench.metrics.compute import _groups, _suite, compute_metrics
-from containmentbench.trace.io import read_table, shard_dirs
+from containmentbench.metrics.compute import _suite, compute_metrics
+from containmentbench.trace.io import by_rollout, read_table, shard_dirs
 from tests.conftest import run_cli
 
 DEFENSES = ("none", "prompt_only", "structured_guard", "tool_boundary", "taint_only_v1",
@@ -33,7 +33,7 @@ def test_funnel_columns_and_invariants(traces):
     by_id = {r["rollout_id"]: r for r in df.iter_rows(named=True)}
     stages = []
     for d in shard_dirs(traces):
-        ev = _groups(read_table(d / "events.parquet", "events"))
+        ev = by_rollout(read_table(d / "events.parquet", "events"))
         for r in read_table(d / "rollouts.parquet", "rollouts").to_pylist():
             scn = _suite(r["suite"])[r["scenario_id"]]
             f = F.rollout_funnel(ev[r["rollout_id"]], scn)

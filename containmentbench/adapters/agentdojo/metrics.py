@@ -26,11 +26,10 @@ import pyarrow as pa
 from containmentbench.adapters.agentdojo import labels as _labels  # registers the table
 from containmentbench.errors import BenchError
 from containmentbench.metrics import definitions as M
-from containmentbench.metrics.compute import EDGE_COLS, EVENT_COLS, _groups
+from containmentbench.metrics.compute import EVENT_COLS, read_shard, scope_to_stage
 from containmentbench.metrics.compute import compute_metrics as _compute
-from containmentbench.metrics.schema import OUTCOMES, STAGE_SCOPE
+from containmentbench.metrics.schema import OUTCOMES
 from containmentbench.trace.io import read_table
-from containmentbench.trace.validate import check_shard
 
 _ = _labels
 NOT_MAPPED = ("secret_leakage", "wrong_recipient", "memory_reinfection", "recovery_success",
@@ -83,20 +82,12 @@ def rollout_row(t: M.RolloutTrace, lab: dict[str, Any]) -> dict[str, Any]:
         "false_positive_confirm_rate": confirmed / opp if opp else None,
     })
     row.update(dict.fromkeys(NOT_MAPPED))
-    for name, stages in STAGE_SCOPE.items():
-        if r["stage"] not in stages:
-            row[name] = None
-    return row
+    return scope_to_stage(row, r["stage"])
 
 
 def shard_rows(shard: str) -> list[dict[str, Any]]:
     d = Path(shard)
-    ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
-    ev_t = read_table(d / "events.parquet", "events", [*EVENT_COLS, "ledger_match"])
-    ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
-    # the same numbering and edge-direction checks as every other trace reader
-    check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
-    ev, ed = _groups(ev_t), _groups(ed_t)
+    ro, ev, ed = read_shard(d, [*EVENT_COLS, "ledger_match"])
     if not (d / "adapter_labels.parquet").exists():
         raise BenchError("not an AgentDojo adapter shard (no adapter_labels.parquet)",
                          file=str(d))
