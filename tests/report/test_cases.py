@@ -62,18 +62,26 @@ def test_redaction_and_local_domains():
     assert not _domain_local("gmail.com")
 
 
-def test_audit_fails_on_a_real_domain(run_dir, tmp_path, capsys):
+def _copy_with_text_added(run_dir, tmp_path, kinds: tuple[str, ...], added: str):
+    """A copy of the run whose first shard has ``added`` appended to the text of its first
+    event of one of ``kinds`` (the shard's checksums are left as they were)."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     ev = sorted((copy / "traces").rglob("events.parquet"))[0]
     t = pq.read_table(ev)
     text = t.column("text").to_pylist()
-    kinds = t.column("kind").to_pylist()
-    # an environment-side event (what the benchmark wrote), not model-written text
-    i = next(k for k, x in enumerate(text) if x and kinds[k] in ("source", "tool_result"))
-    text[i] = text[i] + " cc someone@gmail.com"
+    kind = t.column("kind").to_pylist()
+    i = next(k for k, x in enumerate(text) if x and kind[k] in kinds)
+    text[i] = text[i] + added
     t = t.set_column(t.schema.get_field_index("text"), "text", pa.array(text, pa.string()))
     pq.write_table(t, ev)
+    return copy
+
+
+def test_audit_fails_on_a_real_domain(run_dir, tmp_path, capsys):
+    # an environment-side event (what the benchmark wrote), not model-written text
+    copy = _copy_with_text_added(run_dir, tmp_path, ("source", "tool_result"),
+                                 " cc someone@gmail.com")
     capsys.readouterr()
     assert run_cli("cases", copy, "--out", tmp_path / "t") == 1
     err = capsys.readouterr().err
@@ -92,15 +100,7 @@ def test_audit_ignores_domains_the_model_wrote(run_dir, tmp_path):
     from containmentbench.report.integrity import audit
     from containmentbench.report.rundir import RunDir
 
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy)
-    ev = sorted((copy / "traces").rglob("events.parquet"))[0]
-    t = pq.read_table(ev)
-    text = t.column("text").to_pylist()
-    kinds = t.column("kind").to_pylist()
-    i = next(k for k, x in enumerate(text) if x and kinds[k] == "model_call")
-    text[i] = text[i] + " to assistant@atlas-events-office.loca"
-    t = t.set_column(t.schema.get_field_index("text"), "text", pa.array(text, pa.string()))
-    pq.write_table(t, ev)
+    copy = _copy_with_text_added(run_dir, tmp_path, ("model_call",),
+                                 " to assistant@atlas-events-office.loca")
     row = audit(RunDir(copy)).filter(pl.col("check") == "local-only domains").row(0, named=True)
     assert row["status"] == "pass", row
