@@ -112,10 +112,6 @@ def shard_rollouts(d: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]
     return out
 
 
-def load_rollouts(run_dir: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]]]:
-    return [item for d in trace_shards(run_dir) for item in shard_rollouts(d)]
-
-
 def sink_record(s: SinkAudit, v: dict[str, Any]) -> dict[str, Any]:
     r = s.row
     return {"rollout_id": r["rollout_id"], "stage": r["stage"], "defense": r["defense"],

@@ -171,12 +171,14 @@ def suite_dir(suite: str | Path) -> Path:
                      f"{', '.join(str(r) for r in roots)})", field="suite")
 
 
-# Parsed stage files of this process: path -> (signature, scenarios). A rollout job runs many
-# shards of one suite and the metrics need every scenario, so each stage file is validated
-# once per process; the signature (size, mtime and inode) makes an edited or regenerated file
-# parse afresh. ``suite_index`` serves the planner the ids alone, without validation.
-_STAGES: dict[str, tuple[tuple[int, int, int], tuple[Scenario, ...]]] = {}
-_INDEX: dict[str, tuple[tuple[int, int, int], tuple[str, ...]]] = {}
+# Stage files of this process: path -> (signature, {id: (line, record)}, {id: Scenario}). A
+# rollout job runs many shards of one suite and the metrics need every scenario, so each file
+# is parsed once per process and each scenario validated once, when first asked for (a job
+# that runs a few scenarios of a stage validates those alone); the signature (size, mtime and
+# inode) makes an edited or regenerated file parse afresh. ``suite_index`` serves the planner
+# the ids alone, without validation. Errors still name the file, line and field.
+_STAGES: dict[str, tuple[tuple[int, int, int], dict[str, tuple[int, Any]],
+                         dict[str, Scenario]]] = {}
 
 
 def _signature(path: Path) -> tuple[int, int, int]:
@@ -187,20 +189,22 @@ def _signature(path: Path) -> tuple[int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _stage_cached(path: Path) -> tuple[Scenario, ...]:
+def _stage(path: Path) -> tuple[tuple[int, int, int], dict[str, tuple[int, Any]],
+                                dict[str, Scenario]]:
     key, sig = str(path.resolve()), _signature(path)
     hit = _STAGES.get(key)
     if hit is None or hit[0] != sig:
-        hit = _STAGES[key] = (sig, tuple(read_stage(path)))
-    return hit[1]
+        hit = _STAGES[key] = (sig, _index_records(path), {})
+    return hit
 
 
-def _stage_ids(path: Path) -> tuple[str, ...]:
-    key, sig = str(path.resolve()), _signature(path)
-    hit = _INDEX.get(key)
-    if hit is None or hit[0] != sig:
-        hit = _INDEX[key] = (sig, tuple(_stage_raw(path)[1]))
-    return hit[1]
+def _scenario(path: Path, sid: str) -> Scenario:
+    _, raw, valid = _stage(path)
+    sc = valid.get(sid)
+    if sc is None:
+        lineno, record = raw[sid]
+        sc = valid[sid] = _validate(record, path, lineno)
+    return sc
 
 
 def _stages(suite: str | Path, stage: str | None) -> list[tuple[str, Path]]:
@@ -215,26 +219,7 @@ def _stages(suite: str | Path, stage: str | None) -> list[tuple[str, Path]]:
 def load_suite(suite: str | Path, stage: str | None = None) -> list[Scenario]:
     """All validated scenarios of a suite (optionally one stage), in manifest order
     (cached per process; Scenario objects are immutable, the list is a fresh copy)."""
-    out: list[Scenario] = []
-    for _, path in _stages(suite, stage):
-        out.extend(_stage_cached(path))
-    return out
-
-
-# Raw records of this process: path -> (signature, {id: (line, record)}), and the scenarios
-# validated from them one by one. A job that runs a few scenarios of a stage validates those
-# alone (validation is most of the cost of reading a stage file); errors still name the file,
-# line and field.
-_RAW: dict[str, tuple[tuple[int, int, int], dict[str, tuple[int, Any]]]] = {}
-_ONE: dict[tuple[str, tuple[int, int, int], str], Scenario] = {}
-
-
-def _stage_raw(path: Path) -> tuple[tuple[int, int, int], dict[str, tuple[int, Any]]]:
-    key, sig = str(path.resolve()), _signature(path)
-    hit = _RAW.get(key)
-    if hit is None or hit[0] != sig:
-        hit = _RAW[key] = (sig, _index_records(path))
-    return hit
+    return [_scenario(path, sid) for _, path in _stages(suite, stage) for sid in _stage(path)[1]]
 
 
 def _index_records(path: Path) -> dict[str, tuple[int, Any]]:
@@ -270,19 +255,12 @@ def _validate(record: Any, path: Path, lineno: int) -> Scenario:
 def load_scenarios(suite: str | Path, stage: str | None, ids: Sequence[str]) -> list[Scenario]:
     """The validated scenarios ``ids`` of a suite (optionally one stage), in the order asked,
     validating only those (what a job running one shard needs). Unknown ids: one-line error."""
-    where = _stages(suite, stage)
     found: dict[str, Scenario] = {}
-    for _, path in where:
-        sig, raw = _stage_raw(path)
+    for _, path in _stages(suite, stage):
+        raw = _stage(path)[1]
         for sid in ids:
-            if sid in found or sid not in raw:
-                continue
-            key = (str(path.resolve()), sig, sid)
-            sc = _ONE.get(key)
-            if sc is None:
-                lineno, record = raw[sid]
-                sc = _ONE[key] = _validate(record, path, lineno)
-            found[sid] = sc
+            if sid not in found and sid in raw:
+                found[sid] = _scenario(path, sid)
     missing = [sid for sid in ids if sid not in found]
     if missing:
         raise BenchError(f"unknown scenario id '{missing[0]}' in suite '{suite}'"
@@ -294,4 +272,4 @@ def suite_index(suite: str | Path) -> list[tuple[str, str]]:
     """``(stage, scenario id)`` of every scenario in manifest order, read without validating
     the records: what the shard planner needs (each rollout validates its own scenarios with
     ``load_suite``, and the ``scenarios`` rule checks the whole suite first)."""
-    return [(st, sid) for st, path in _stages(suite, None) for sid in _stage_ids(path)]
+    return [(st, sid) for st, path in _stages(suite, None) for sid in _stage(path)[1]]
