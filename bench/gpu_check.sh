@@ -190,7 +190,7 @@ fi
 SNAKE="$(dirname "$PY")/snakemake"
 rm -rf results/gpu_check_smoke
 step smoke_study 900 "$SNAKE" --cores 2 --config study=smoke_real \
-    "overrides=[study.name=gpu_check_smoke,backend=vllm,model=tiny_qwen2_test,model.path=$OUT/tiny16k,backend.max_tokens=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=$MEM,model.dtype=$DTYPE]" \
+    "overrides=[study.name=gpu_check_smoke,backend=vllm,model=tiny_qwen2_test,model.path=$OUT/tiny16k,decoding.max_tokens=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=$MEM,model.dtype=$DTYPE]" \
     && step smoke_verify 120 "$(dirname "$PY")/containmentbench" verify results/gpu_check_smoke/tiny_qwen2_test \
     || FAILED+=(smoke_study)
 if [ "$CPU" = 1 ]; then  # the CPU variant stops here: (b) and (c) need a GPU's memory

@@ -57,18 +57,12 @@ def strict_view(events: list[dict[str, Any]], s: Any) -> dict[str, bool]:
 class Runner:
     def __init__(self, data: dict[str, Any], backend: Any = None, label: str = "search"
                  ) -> None:
-        from containmentbench.parser.modes import parser_for
         from containmentbench.pipeline.plan import model_label
-        from containmentbench.runtime.episode import RuntimeConfig
-        from containmentbench.runtime.job import backend_config
+        from containmentbench.runtime.job import backend_config, runtime_config
 
         self.data = data
         b = data["backend"]
-        self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
-                                 parser=parser_for(data["study"].get("parser", "current")),
-                                 tool_mode=b.get("tool_mode", "prompt"),
-                                 **{k: v for k, v in data["runtime"].items()
-                                    if k in RuntimeConfig.__dataclass_fields__})
+        self.cfg = runtime_config(data)
         self.model = model_label(data)
         self.profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
         self.study = f"{data['study']['name']}/{label}"

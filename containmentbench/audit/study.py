@@ -47,14 +47,11 @@ class StudyReplay:
     """Builds a :class:`Replayer` for a rollout of a study run (sim backend only)."""
 
     def __init__(self, config: dict[str, Any], sinks: frozenset[str]) -> None:
-        from containmentbench.runtime.episode import RuntimeConfig
+        from containmentbench.runtime.job import runtime_config
 
         self.data = config
         self.sinks = sinks
-        b = config["backend"]
-        self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
-                                 **{k: v for k, v in config["runtime"].items()
-                                    if k in RuntimeConfig.__dataclass_fields__})
+        self.cfg = runtime_config(config)
         self._scen: dict[str, dict[str, Any]] = {}
         self._pol: dict[str, Any] = {}
         self._backends: dict[str, Any] = {}

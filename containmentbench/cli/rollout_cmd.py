@@ -44,12 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable), e.g. base_url=http://127.0.0.1:8000/v1")
     p.add_argument("--max-steps", type=int, default=60)
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--tool-mode", default="prompt", choices=("prompt", "native"),
+    p.add_argument("--max-tokens", type=int, default=512, help="decoding.max_tokens")
+    p.add_argument("--temperature", type=float, default=0.7,
+                   help="decoding.temperature (0: greedy; the seed then changes nothing)")
+    p.add_argument("--top-p", type=float, default=0.95, help="decoding.top_p")
+    p.add_argument("--tool-mode", default="prompt", choices=("prompt", "native", "constrained"),
                    help="prompt: our format, schemas once in the system prompt; native: the "
-                        "model's chat template renders the tools")
+                        "model's chat template renders the tools; constrained: prompt mode "
+                        "with decoding limited to one valid action (vllm, openai)")
     p.add_argument("--window", type=int, default=512, help="episodes in flight")
     p.add_argument("--parser", default="current", choices=("current", "legacy"),
                    help="parser the agent's actions are read with (study.parser; Table 24)")
@@ -131,15 +133,16 @@ def _from_study(args: argparse.Namespace) -> dict[str, Any]:
     shard = shard_by_id(data, args.shard, planned)
     from containmentbench.runtime.job import backend_config
 
-    b = data["backend"]
+    b, dec = data["backend"], data["decoding"]
     options = backend_config(data).options  # the one place that completes backend options
     return {"suite": data["study"]["suite"], "stage": shard.stage,
             "scenarios": ",".join(shard.scenario_ids), "defense": shard.defense,
             "seed": shard.seed, "backend": b["name"],
             "model": data["model"]["path"] or data["model"]["name"],
             "label": model_label(data), "study": data["study"]["name"], "options": options,
-            "max_tokens": b["max_tokens"], "temperature": b["temperature"],
-            "top_p": b.get("top_p", 1.0), "tool_mode": b.get("tool_mode", "prompt"),
+            "max_tokens": dec["max_tokens"], "temperature": dec["temperature"],
+            "top_p": dec["top_p"], "seed_policy": dec["seed_policy"],
+            "tool_mode": b.get("tool_mode", "prompt"),
             "window": b["window"], "runtime": data["runtime"],
             "defenses": data["defenses"], "parser": data["study"].get("parser", "current"),
             "out": args.out or shard_dir(data, shard)}
@@ -161,7 +164,8 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "defense": args.defense, "seed": args.seed, "backend": args.backend,
             "model": args.model, "label": label, "study": args.study, "options": options,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
-            "top_p": args.top_p, "tool_mode": args.tool_mode, "window": args.window,
+            "top_p": args.top_p, "seed_policy": "replicates", "tool_mode": args.tool_mode,
+            "window": args.window,
             "runtime": {"max_steps": args.max_steps},
             "defenses": None, "parser": args.parser, "out": args.out}
 
@@ -183,8 +187,9 @@ def check_bounds(r: dict[str, Any]) -> None:
     check_value("backend.window", r["window"], "window")
     check_value("runtime.max_steps", r["runtime"].get("max_steps"), "max-steps")
     check_value("study.seeds", r["seed"], "seed")
-    check_value("backend.max_tokens", r["max_tokens"], "max-tokens")
-    check_value("backend.temperature", r["temperature"], "temperature")
+    check_value("decoding.max_tokens", r["max_tokens"], "max-tokens")
+    check_value("decoding.temperature", r["temperature"], "temperature")
+    check_value("decoding.top_p", r["top_p"], "top-p")
 
 
 def _run_study_job(args: argparse.Namespace) -> int:
@@ -232,10 +237,14 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from containmentbench.parser.modes import parser_for
 
     cfg = RuntimeConfig(max_tokens=r["max_tokens"], temperature=r["temperature"],
+                        top_p=r["top_p"], seed_policy=r["seed_policy"],
                         parser=parser_for(r["parser"]),
                         tool_mode=r["tool_mode"],
                         **{k: v for k, v in r["runtime"].items()
                            if k in RuntimeConfig.__dataclass_fields__})
+    if r["tool_mode"] == "constrained" and r["backend"] not in ("vllm", "openai"):
+        raise BenchError(f"backend '{r['backend']}' cannot constrain decoding (tool_mode "
+                         f"constrained needs vllm or openai)", field="tool-mode")
     backend = make_backend(BackendConfig(name=r["backend"], model=r["model"],
                                          max_tokens=r["max_tokens"],
                                          temperature=r["temperature"], top_p=r["top_p"],

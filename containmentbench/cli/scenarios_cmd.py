@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = ssub.add_parser("generate", help="generate a suite into a new folder (byte-identical "
                                          "per seed); the frozen suites are rewritten only by "
                                          "`scenarios freeze`")
-    g.add_argument("--suite", required=True, help="full_main | stress | smoke")
+    g.add_argument("--suite", required=True,
+                   help="full_main | stress | smoke | exposed | exposed_smoke")
     g.add_argument("--out", type=Path, required=True,
                    help="a new or empty folder, or an earlier generated suite (--force)")
     g.add_argument("--seed", type=int, default=None, help="generator seed")
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = ssub.add_parser("freeze", help="regenerate a committed suite under scenarios/<suite> "
                                        "(the only verb that rewrites a frozen suite; an old "
                                        "one that differs is moved aside, never deleted)")
-    f.add_argument("--suite", required=True, help="full_main | stress | smoke")
+    f.add_argument("--suite", required=True,
+                   help="full_main | stress | smoke | exposed | exposed_smoke")
     f.add_argument("--seed", type=int, default=None, help="generator seed")
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check")

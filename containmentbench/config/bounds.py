@@ -18,14 +18,15 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "study.shard_size": (1, 1_000_000),
     "study.seeds": (0, SEED_MAX),                  # every element
     "model.max_model_len": (1, 10_000_000),
-    "backend.max_tokens": (1, 1_000_000),
-    "backend.temperature": (0.0, 2.0),
-    "backend.top_p": (0.0, 1.0),
+    "decoding.max_tokens": (1, 1_000_000),
+    "decoding.temperature": (0.0, 2.0),
+    "decoding.top_p": (0.0, 1.0),
     "backend.window": (1, 1_000_000),             # episodes in flight
     "runtime.max_steps": (1, 100_000),
     "runtime.max_agent_turns": (1, 100_000),
     "runtime.max_consecutive_errors": (1, 100_000),
     "runtime.max_calls_per_turn": (1, 1_000),
+    "runtime.max_identical_calls": (0, 100_000),
     "cluster.cores": (1, 100_000),
     "cluster.gpus_per_job": (0, 64),
     "cluster.cpus_per_gpu_job": (1, 1_024),

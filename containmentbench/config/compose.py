@@ -119,16 +119,25 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend.get("tool_mode", "prompt") not in TOOL_MODES:
         raise BenchError(f"unknown tool_mode '{backend['tool_mode']}' "
                          f"(known: {', '.join(TOOL_MODES)})", field="backend.tool_mode")
+    from containmentbench.config import decoding
+
+    decoding.check(data)
     if backend["name"] in ("vllm", "hf"):
         path = model.get("path")
         if not path:
             raise BenchError(f"backend {backend['name']} needs a model path", field="model.path")
-        from containmentbench.models.weights import gguf_path, is_packaged
+        from containmentbench.models.weights import is_packaged, verify_package
 
         if is_packaged(path):
-            gguf_path(path)  # the package is installed (one-line error naming it otherwise)
+            # installed, and its assembled bytes are the pinned ones (one line otherwise)
+            verify_package(path)
         if _is_local_path(path) and not Path(os.path.expanduser(path)).exists():
             raise BenchError(f"model path '{path}' does not exist", field="model.path")
+        from containmentbench.models.templates import check_local_template
+
+        # native mode with a template that cannot render tools: refused here, before any job
+        # (and again by the backend before its engine loads, for paths only a GPU node sees)
+        check_local_template(path, backend.get("tool_mode", "prompt"))
     if backend["name"] == "sim" and model["name"] != "sim":
         raise BenchError("the sim backend runs the simulated agent; use model=sim",
                          field="model.name")
@@ -217,8 +226,8 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
     from containmentbench.integrity.paths import check_dir, check_name
 
     try:
-        for section in ("study", "model", "backend", "defenses", "analysis", "cluster",
-                        "runtime"):
+        for section in ("study", "model", "backend", "decoding", "defenses", "analysis",
+                        "cluster", "runtime"):
             if not isinstance(data.get(section), dict):
                 raise BenchError("missing or not a mapping", field=section)
         check_name(data["study"].get("name"), "study.name")

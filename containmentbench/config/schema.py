@@ -100,12 +100,28 @@ class ModelConfig:
 @dataclass
 class BackendSettings:
     name: str = MISSING                 # sim | vllm | openai | hf | scripted
-    max_tokens: int = 512
-    temperature: float = 0.0
-    top_p: float = 1.0
     window: int = 512                   # episodes in flight (lockstep batch)
-    tool_mode: str = "prompt"           # prompt | native (containmentbench.models.base)
+    # prompt | native | constrained (containmentbench.models.base); part of the shard key
+    tool_mode: str = "prompt"
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DecodingConfig:
+    """How every model call of the study is decoded (the ``decoding`` group; recorded in every
+    rollout row, the shard key, captions, the report and MANIFEST.json).
+
+    ``seed_policy``: ``replicates`` -- the rollout seeds are independent draws (sampling: each
+    request's sampler is seeded from its rollout seed), so Table 26 and the pair bootstrap
+    treat them as replicates; ``non_replicates`` -- the seeds are declared copies (greedy
+    decoding ignores the seed), and every interval uses one seed. A real-model study with
+    ``temperature: 0`` and more than one seed must say ``non_replicates``. The simulated agent
+    draws from its own seeded generator and ignores temperature and top_p."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 512
+    seed_policy: str = "replicates"     # replicates | non_replicates
 
 
 @dataclass
@@ -123,6 +139,9 @@ class RuntimeSettings:
     max_agent_turns: int = 24
     max_consecutive_errors: int = 3
     max_calls_per_turn: int = 1
+    # stop an agent at its Nth identical tool call (same tool and arguments); 0 = never.
+    # Repeats are counted per rollout either way (rollouts.n_repeated_calls).
+    max_identical_calls: int = 0
 
 
 @dataclass
@@ -150,6 +169,7 @@ class RootConfig:
     study: StudyConfig = field(default_factory=StudyConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
     defenses: dict[str, DefenseConfig] = field(default_factory=dict)
     analysis: dict[str, Any] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
@@ -163,4 +183,5 @@ def register() -> None:
     cs.store(group="study", name="study_schema", node=StudyConfig, package="study")
     cs.store(group="model", name="model_schema", node=ModelConfig, package="model")
     cs.store(group="backend", name="backend_schema", node=BackendSettings, package="backend")
+    cs.store(group="decoding", name="decoding_schema", node=DecodingConfig, package="decoding")
     cs.store(group="cluster", name="cluster_schema", node=ClusterConfig, package="cluster")

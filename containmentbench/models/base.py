@@ -9,9 +9,13 @@ soon as its previous completion returns. Heavy packages (vllm, torch, transforme
 only inside the backend that needs them (registry entries are import paths).
 
 Tool mode (one prompt per model, the same on every backend): ``prompt`` -- our action format and
-the tool schemas once, in the system prompt; the chat template gets no ``tools`` -- or
+the tool schemas once, in the system prompt; the chat template gets no ``tools`` --,
 ``native`` -- the model's own chat template renders the tools (``{"type": "function", ...}``
-form; the OpenAI ``tools`` field over HTTP) and the system prompt carries no schemas. Every
+form; the OpenAI ``tools`` field over HTTP) and the system prompt carries no schemas -- or
+``constrained`` -- the prompt of ``prompt`` mode, with decoding constrained to a JSON schema
+of the request's tools plus a final-answer option (:mod:`containmentbench.models.constrained`;
+vLLM's structured outputs, ``response_format`` over HTTP). The mode is part of the shard key
+and of every ``model_call`` event, so results of two modes are never pooled. Every
 completion records the mode and a SHA-256 of the exact prompt the model saw.
 """
 
@@ -31,16 +35,19 @@ class GenerationRequest:
     """One chat completion request of one agent at one step of one episode."""
 
     request_id: str                    # stable: "<rollout_id>/<agent instance>/<step>"
-    messages: list[dict[str, str]]     # [{"role": "system"|"user"|"assistant", "content": ...}]
+    # [{"role": "system"|"user"|"assistant"|"tool", "content": ...}]; an assistant turn may
+    # carry ``tool_calls`` and a ``tool`` turn ``tool_call_id`` (a prefilled first step in
+    # native mode, runtime.episode)
+    messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]        # tool schemas (name, description, parameters)
     seed: int                          # per-request seed derived from the rollout seed
     max_tokens: int = 512
     temperature: float = 0.0
     sim: Any = None                    # simulated-agent context; real backends ignore it
-    tool_mode: str = "prompt"          # prompt | native (see the module docstring)
+    tool_mode: str = "prompt"          # prompt | native | constrained (module docstring)
 
 
-TOOL_MODES = ("prompt", "native")
+TOOL_MODES = ("prompt", "native", "constrained")
 
 
 @dataclass(slots=True)
@@ -53,7 +60,7 @@ class Completion:
     error: str | None = None           # set when the provider failed after its retries
     finish_reason: str | None = None   # stop | length | ... (tells truncated from malformed)
     prompt_hash: str | None = None     # sha256 of the rendered prompt (text or token ids)
-    tool_mode: str | None = None       # prompt | native
+    tool_mode: str | None = None       # prompt | native | constrained
     latency_s: float = 0.0             # wall clock of the call (timings only, never hashed)
     attempts: int = 1                  # provider attempts (retries + 1)
     native_calls: str | None = None    # vLLM's own tool parser on ``text`` (canonical JSON)
@@ -80,10 +87,15 @@ def prompt_hash(rendered: str | list[int]) -> str:
 
 
 def request_hash(request: GenerationRequest, model: str) -> str:
-    """Hash of what an HTTP provider renders (messages, tools when native, model): the server
-    renders the template, so this plus the model's template rebuilds the prompt."""
+    """Hash of what an HTTP provider renders (messages, tools when native, the response format
+    when constrained, model): the server renders the template, so this plus the model's
+    template rebuilds the prompt."""
     body = {"model": model, "messages": request.messages,
             "tools": native_tools(request.tools) if request.tool_mode == "native" else None}
+    if request.tool_mode == "constrained":
+        from containmentbench.models.constrained import response_format
+
+        body["response_format"] = response_format(request.tools)
     return prompt_hash(json.dumps(body, sort_keys=True, separators=(",", ":")))
 
 

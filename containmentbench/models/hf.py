@@ -45,6 +45,7 @@ from containmentbench.models.base import (
     prompt_hash,
 )
 from containmentbench.models.options import SCHEMAS, check_options, defaults
+from containmentbench.models.templates import native_error, renders_tools
 
 log = logging.getLogger(__name__)
 
@@ -82,37 +83,51 @@ def seed_everything(seed: int) -> None:
 
 def template_renders_tools(tokenizer: Any) -> bool:
     """Whether the tokenizer's chat template references ``tools`` (so passing them is safe)."""
-    template = getattr(tokenizer, "chat_template", None)
-    if isinstance(template, dict):  # named templates: the "tool_use" one, else the default
-        template = template.get("tool_use") or template.get("default")
-    return isinstance(template, str) and "tools" in template
+    return renders_tools(getattr(tokenizer, "chat_template", None))
 
 
-def check_tool_mode(config: BackendConfig, tokenizer: Any) -> None:
-    """A bad tool mode, or ``native`` with a template that cannot render tools: one-line error."""
+def check_tool_mode(config: BackendConfig, tokenizer: Any, constrains: bool = False) -> None:
+    """A bad tool mode, ``native`` with a template that cannot render tools, or
+    ``constrained`` on a backend that cannot constrain: one-line error. Called with the
+    tokenizer only, before any weights or engine load."""
     if config.tool_mode not in TOOL_MODES:
         raise BenchError(f"unknown tool_mode '{config.tool_mode}' (known: {', '.join(TOOL_MODES)})",
                          field="backend.tool_mode")
     if config.tool_mode == "native" and not template_renders_tools(tokenizer):
-        raise BenchError(f"tool_mode native: the chat template of '{config.model}' does not "
-                         f"render tools (use tool_mode prompt)", field="backend.tool_mode")
+        raise native_error(config.model)
+    if config.tool_mode == "constrained" and not constrains:
+        raise BenchError(f"backend '{config.name}' cannot constrain decoding (tool_mode "
+                         f"constrained needs vllm or openai)", field="backend.tool_mode")
 
 
 #: every role the runtime sends, in the order a multi-agent episode can produce them
 _PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
           {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
+#: native mode: a prefilled first step is an assistant tool call and its tool result
+_NATIVE_PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": "", "tool_calls": [
+                     {"id": "prefill-1", "type": "function",
+                      "function": {"name": "read_messages", "arguments": {}}}]},
+                 {"role": "tool", "tool_call_id": "prefill-1", "content": "t"},
+                 {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
 
 
 def check_template(config: BackendConfig, tokenizer: Any) -> None:
     """Render a probe conversation once at load: a template that rejects a role (e.g. one
     without a system turn) is a one-line error before any rollout, not a crash mid-shard."""
-    try:
-        tokenizer.apply_chat_template(_PROBE, add_generation_prompt=True, tokenize=False)
-    except Exception as exc:  # jinja2 TemplateError and friends (raise_exception in templates)
-        msg = " ".join(str(exc).split())[:200]
-        raise BenchError(f"the chat template of '{config.model}' rejects the runtime's "
-                         f"conversation (system/user/assistant roles): {msg}",
-                         field="model") from None
+    probes = [("system/user/assistant roles", _PROBE, None)]
+    if config.tool_mode == "native":
+        probes.append(("a tool call and its result, as a prefilled first step", _NATIVE_PROBE,
+                       native_tools([{"name": "read_messages", "description": "d",
+                                      "parameters": {"type": "object", "properties": {}}}])))
+    for what, probe, tools in probes:
+        try:
+            tokenizer.apply_chat_template(probe, tools=tools, add_generation_prompt=True,
+                                          tokenize=False)
+        except Exception as exc:  # jinja2 TemplateError and friends (raise_exception)
+            msg = " ".join(str(exc).split())[:200]
+            raise BenchError(f"the chat template of '{config.model}' rejects the runtime's "
+                             f"conversation ({what}): {msg}", field="model") from None
 
 
 def render_prompt_ids(tokenizer: Any, request: GenerationRequest, tools_ok: bool = True
@@ -136,14 +151,6 @@ def render_prompt_ids(tokenizer: Any, request: GenerationRequest, tools_ok: bool
     return [int(t) for t in ids]
 
 
-def _dtype_keyword() -> str:
-    """``dtype`` since transformers 4.56, ``torch_dtype`` before (vLLM may pin an older one)."""
-    import transformers
-
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-
-
 def context_overflow(prompt_tokens: int, max_tokens: int, context: int) -> str | None:
     if prompt_tokens + max_tokens > context:
         return (f"context overflow: prompt has {prompt_tokens} tokens + max_tokens {max_tokens} "
@@ -159,7 +166,7 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        from containmentbench.models.weights import local_model_dir
+        from containmentbench.models.weights import dtype_keyword, local_model_dir
 
         opts = resolve_options(config, OPTIONS)
         config = replace(config, model=local_model_dir(config.model))
@@ -194,7 +201,7 @@ class HFBackend:
         check_template(config, self.tokenizer)
         self._tools_ok = template_renders_tools(self.tokenizer)
 
-        dtype_kw = _dtype_keyword()
+        dtype_kw = dtype_keyword()
         if opts["load_format"] == "dummy":
             # Random weights from the config alone (mirrors vLLM's load_format="dummy"), for
             # throughput checks of full-size shapes without downloading weights.

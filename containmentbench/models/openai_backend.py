@@ -25,7 +25,10 @@ seeds; a provider that is down or answers identically for every seed counts as u
 value is recorded in every rollout row (``provider_seed_supported``); it is never assumed.
 
 Tool mode ``native`` sends the schemas in the OpenAI ``tools`` field (``tool_choice: auto``);
-structured ``tool_calls`` in the answer are kept as JSON text for our parser.
+structured ``tool_calls`` in the answer are kept as JSON text for our parser. Tool mode
+``constrained`` sends no ``tools`` but ``response_format: {"type": "json_schema", ...}`` with
+the action schema of :mod:`containmentbench.models.constrained` (the schema vLLM's structured
+outputs get), so the reply is one action of the request's tools or a final answer.
 
 Throttling a shared server from Snakemake: rules that call this backend declare the custom
 resource named by :data:`SNAKEMAKE_RESOURCE` (``resources: api_calls=1``) and the profile or
@@ -57,6 +60,7 @@ from containmentbench.models.base import (
     native_tools,
     request_hash,
 )
+from containmentbench.models.constrained import response_format
 from containmentbench.models.hf import resolve_options
 from containmentbench.models.options import defaults
 
@@ -177,7 +181,7 @@ class OpenAIBackend:
     def payload(self, request: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.config.model,
-            "messages": request.messages,
+            "messages": [_http_message(m) for m in request.messages],
             "max_tokens": int(request.max_tokens),
             "temperature": float(request.temperature),
             "top_p": float(self.config.top_p),
@@ -187,6 +191,10 @@ class OpenAIBackend:
         if request.tool_mode == "native" and request.tools:
             body["tools"] = native_tools(request.tools)
             body["tool_choice"] = "auto"
+        elif request.tool_mode == "constrained":
+            # the same JSON schema vLLM's structured outputs get (models/constrained.py); no
+            # ``tools``, so a final answer stays possible and the reply is our action format
+            body["response_format"] = response_format(request.tools)
         return body
 
     def close(self) -> None:
@@ -263,6 +271,21 @@ class OpenAIBackend:
                 await asyncio.sleep(delay)
         self.attempts[request.request_id] = attempts
         return Completion(text="", error=f"provider failed after {attempts} attempts: {last}")
+
+
+def _http_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A runtime message as the OpenAI API wants it: tool-call arguments as a JSON string
+    (chat templates take them as objects)."""
+    calls = m.get("tool_calls")
+    if not calls:
+        return m
+    out = []
+    for c in calls:
+        fn = dict(c["function"])
+        if not isinstance(fn.get("arguments"), str):
+            fn["arguments"] = json.dumps(fn.get("arguments") or {}, sort_keys=True)
+        out.append({**c, "function": fn})
+    return {**m, "tool_calls": out}
 
 
 def _parse_completion(text: str) -> Completion:

@@ -45,6 +45,9 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "tool_parser": (_OPT_STR, None),           # vLLM tool parser run beside ours
         "enable_chunked_prefill": ((bool, type(None)), None),  # None: vLLM's; False on CPU
         "max_num_batched_tokens": (_OPT_INT, None),  # None: vLLM's; max_model_len on CPU
+        # KV cache size in bytes; on the CPU engine this beats gpu_memory_utilization (there a
+        # share of host memory for weights AND cache together)
+        "kv_cache_memory_bytes": (_OPT_INT, None),
     },
     "openai": {
         "base_url": ((str,), "http://127.0.0.1:8000/v1"),

@@ -27,6 +27,10 @@ it); ``seed`` in the options seeds the engine. Context: a request whose prompt p
 ``max_tokens`` exceeds ``max_model_len`` gets ``Completion(error="context overflow: ...")``
 (the rule ``vllm serve`` applies), never raises.
 
+Tool mode ``constrained`` (:mod:`containmentbench.models.constrained`): each request's
+``SamplingParams`` carry ``structured_outputs=StructuredOutputsParams(json=action_schema)``,
+the JSON schema of one action over that request's tools or a final answer.
+
 ``tool_parser`` (e.g. ``hermes``, ``mistral``, ``llama3_json``, ``pythonic``): vLLM's own tool
 parser for the model is run on every completion and its result recorded beside ours
 (``Completion.native_calls``), so agreement of the two parsers can be reported.
@@ -88,6 +92,20 @@ class VLLMBackend:
         opts = resolve_options(config, OPTIONS)
         config = replace(config, model=local_model_dir(config.model))
         self.config = config
+        # the tool mode and the chat template are checked from the tokenizer alone, before
+        # the engine (minutes on a CPU) is built: a bad mode costs seconds, not a load
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(opts["tokenizer"] or config.model),
+            trust_remote_code=bool(opts["trust_remote_code"]))
+        check_tool_mode(config, tokenizer, constrains=True)
+        check_template(config, tokenizer)
+        self._structured = None
+        if config.tool_mode == "constrained":
+            from vllm.sampling_params import StructuredOutputsParams
+
+            self._structured = StructuredOutputsParams
         cpu = on_cpu_build()
         if cpu:
             os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
@@ -113,7 +131,7 @@ class VLLMBackend:
             if opts["max_num_batched_tokens"] is None and opts["max_model_len"] is not None:
                 opts["max_num_batched_tokens"] = int(opts["max_model_len"])
         for key in ("max_model_len", "tokenizer", "max_num_seqs", "enable_chunked_prefill",
-                    "max_num_batched_tokens"):
+                    "max_num_batched_tokens", "kv_cache_memory_bytes"):
             if opts[key] is not None:
                 engine_args[key] = opts[key]
         t0 = time.perf_counter()
@@ -132,13 +150,16 @@ class VLLMBackend:
         self.max_model_len = int(self.engine.model_config.max_model_len)
         #: seconds spent building the engine (reported as the load-time share of a job)
         self.load_s = time.perf_counter() - t0
-        check_tool_mode(config, self.tokenizer)
-        check_template(config, self.tokenizer)
         self._ids = itertools.count()
         self._tool_parser = _tool_parser(opts["tool_parser"], self.tokenizer)
 
     # ------------------------------------------------------------------ public
     def sampling_params(self, request: GenerationRequest) -> Any:
+        extra: dict[str, Any] = {}
+        if request.tool_mode == "constrained":
+            from containmentbench.models.constrained import action_schema
+
+            extra["structured_outputs"] = self._structured(json=action_schema(request.tools))
         return self._sampling_params(
             n=1,
             seed=int(request.seed),
@@ -149,6 +170,7 @@ class VLLMBackend:
             # native tool calls may start with a special token ([TOOL_CALLS], <|python_start|>):
             # keep them in the text, as vLLM's server does when tools are given
             skip_special_tokens=request.tool_mode != "native",
+            **extra,
         )
 
     async def agenerate(self, request: GenerationRequest) -> Completion:

@@ -181,17 +181,19 @@ def run_key(data: dict[str, Any]) -> str:
     """A hash of what every shard of one run shares (model, backend identity, runtime, study,
     suite): two shards with different run keys must never be pooled into one table."""
     return sha256_json({"model": data["model"], "backend": _backend_identity(data["backend"]),
+                        "decoding": data["decoding"],
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data)})[:16]
 
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
     """A hash of everything that determines a shard's traces (so a change in model, backend,
-    defense configuration or runtime settings reruns the shard and a change in, say, the
+    tool mode, decoding, defense configuration or runtime settings reruns the shard and a change in, say, the
     analysis plan, a server's port or the concurrency does not)."""
     return sha256_json({"shard": shard.id, "scenarios": list(shard.scenario_ids),
                         "model": data["model"],
                         "backend": _backend_identity(data["backend"]),
+                        "decoding": data["decoding"],
                         "defense": data["defenses"][shard.defense],
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data)})[:16]

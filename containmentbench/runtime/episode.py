@@ -5,6 +5,21 @@ and hands back the completion (:meth:`Episode.feed`). Feeding runs the rest of t
 parse with diagnostics -> invalid tools stopped before any proposal -> gateway binding ->
 proposal -> policy decision (-> confirmation) -> precommit -> commit -> observation, recording
 every node and edge of the trace (paper 000 §3.5, §5.4, Appendix H).
+
+Outputs as they are: a completion the provider cut at ``max_tokens`` (``finish_reason``
+``length``) is ``truncated`` -- recorded, fed back, counted toward the agent's consecutive
+errors, never parsed into a final answer or an action. Identical calls (same agent instance,
+tool and arguments) are counted per rollout; ``max_identical_calls`` optionally stops an agent
+at its Nth identical call (recorded as its failed final answer; rollout status
+``repeat_limit``).
+
+Prefilled first step (a scenario's ``prefill``, the exposed suites of ``scenarios/generator``):
+before the entry agent's first model call of a session, the runtime takes the listed read
+for it -- the same gateway binding, proposal (``origin: prefill``), policy decision and tool
+result as any call -- and the agent's context holds that call and its observation, as in
+InjecAgent's and AgentDojo's injection-in-tool-output setting. The untrusted carrier thus
+reaches the model in its first observation. Prefilled proposals are not model actions: they
+are counted apart (``n_prefilled``) and no ``model_call`` precedes them.
 """
 
 from __future__ import annotations
@@ -39,10 +54,18 @@ class RuntimeConfig:
     max_agent_turns: int = 24           # model calls per agent instance
     max_consecutive_errors: int = 3     # format/invalid-tool errors before an agent gives up
     max_calls_per_turn: int = 1         # as in the paper; extra calls are recorded as dropped
+    max_identical_calls: int = 0        # stop an agent at its Nth identical call; 0 = never
     max_tokens: int = 512
     temperature: float = 0.0
+    top_p: float = 1.0                  # recorded (decoding); the backend applies it
+    seed_policy: str = "replicates"     # recorded (config/decoding.py)
     parser: ParserConfig | None = None
-    tool_mode: str = "prompt"           # prompt | native (containmentbench.models.base)
+    tool_mode: str = "prompt"           # prompt | native | constrained (models.base)
+
+    def decoding(self) -> str:
+        """The decoding block every rollout row records (config/decoding.py)."""
+        return canonical_json({"temperature": self.temperature, "top_p": self.top_p,
+                               "max_tokens": self.max_tokens, "seed_policy": self.seed_policy})
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +100,8 @@ class AgentRun:
     done: bool = False
     tainted_text: TextIndex = field(default_factory=TextIndex)
     sim: dict[str, Any] = field(default_factory=dict)
+    calls_seen: dict[str, int] = field(default_factory=dict)  # canonical call -> times proposed
+    reply_tool_call: str | None = None    # native prefill: the next observation answers it
 
 
 class _Prefix:
@@ -134,7 +159,8 @@ class Episode:
         self.error: str | None = None
         self.final_answer: str | None = None
         self.counts = {"proposals": 0, "commits": 0, "blocked": 0, "confirm": 0,
-                       "invalid_tool": 0, "parse_error": 0, "model_calls": 0}
+                       "invalid_tool": 0, "parse_error": 0, "model_calls": 0, "truncated": 0,
+                       "repeated_calls": 0, "prefilled": 0}
         self.tokens = [0, 0]
         self.latencies: list[float] = []  # per model call (timings table, never hashed)
         self.finished = False
@@ -164,6 +190,27 @@ class Episode:
         agent.messages.append({"role": "user", "content": goal})
         agent.inbox.append((seq, goal))
         self.active = agent
+        for k, step in enumerate(x for x in self.s.prefill
+                                 if x.session == n and x.agent == entry["id"]):
+            self._prefill(agent, seq, step.tool, dict(step.args), k + 1)
+
+    def _prefill(self, a: AgentRun, goal_seq: int, tool: str, args: dict[str, Any],
+                 k: int) -> None:
+        """The scenario's prefilled read, taken for the agent before its first model call
+        (module docstring): the call joins its context as its own first action, in the tool
+        mode's format, and the result as its first observation."""
+        if self.cfg.tool_mode == "native":
+            call_id = f"prefill-{k}"
+            a.messages = [*a.messages, {"role": "assistant", "content": "", "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": tool, "arguments": args}}]}]
+            a.reply_tool_call = call_id
+        else:
+            a.messages = [*a.messages, {"role": "assistant",
+                                        "content": prompts.action_text(tool, args)}]
+        self.counts["prefilled"] += 1
+        self._execute(a, goal_seq, tool, args, origin="prefill")
+        a.reply_tool_call = None
 
     def _spawn(self, spec: Mapping[str, Any], parent: AgentRun | None,
                links: list[tuple[int, str]]) -> AgentRun:
@@ -239,6 +286,9 @@ class Episode:
             self.status, self.error = "error", completion.error
             self._finish()
             return
+        if completion.finish_reason == "length":
+            self._truncated(a, completion, record)
+            return
         result = parse(completion.text, a.tools, self.cfg.parser) if self.cfg.parser else \
             parse(completion.text, a.tools)
         call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
@@ -249,12 +299,38 @@ class Episode:
         a.inbox = []
         a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]
         self._handle(a, call, result)
+        self._after_step(a, call)
+
+    def _after_step(self, a: AgentRun, call: int) -> None:
         if not self.finished and self.steps >= self.cfg.max_steps:
             self.status = "step_limit"
             self._finish()
         elif (not self.finished and self.active is a and not a.done
               and a.turns >= self.cfg.max_agent_turns):
             self._give_up(a, call, "turn limit reached")
+
+    def _truncated(self, a: AgentRun, completion: Completion, record: dict[str, Any]) -> None:
+        """A completion cut at ``max_tokens``: neither a final answer nor an action. It is
+        recorded as it is (raw text, ``parse_status`` ``truncated``), the agent is told, and
+        it counts toward the agent's consecutive errors."""
+        self.counts["truncated"] += 1
+        call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
+                            text=completion.text, parse_status="truncated",
+                            args=canonical_json({"tools": list(a.tools)}), **record)
+        a.last_call = call
+        a.inbox = []
+        a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]
+        ev = self.rec.add("truncated", agent=a, flows=[(call, "emits")],
+                          parse_status="truncated", outcome="failure",
+                          text=f"cut at max_tokens ({completion.completion_tokens} tokens)")
+        msg = prompts.truncated(self.cfg.max_tokens)
+        res = self.rec.add("tool_result", agent=a, links=[(ev, "feedback")], text=msg,
+                           outcome="failure")
+        self._observe(a, res, msg)
+        a.errors += 1
+        if a.errors >= self.cfg.max_consecutive_errors:
+            self._give_up(a, call, "too many malformed actions")
+        self._after_step(a, call)
 
     def _context_flows(self, a: AgentRun) -> list[tuple[int, str]]:
         flows = [(seq, "observe") for seq, _ in a.inbox]
@@ -264,7 +340,12 @@ class Episode:
 
     def _observe(self, a: AgentRun, seq: int, text: str) -> None:
         a.inbox.append((seq, text))
-        a.messages = [*a.messages, {"role": "user", "content": text}]
+        if a.reply_tool_call is not None:  # a native prefill's result answers its call
+            msg = {"role": "tool", "tool_call_id": a.reply_tool_call, "content": text}
+            a.reply_tool_call = None
+        else:
+            msg = {"role": "user", "content": text}
+        a.messages = [*a.messages, msg]
         if is_tainted(self.rec.labels[seq]):
             a.tainted_text.add(text)
 
@@ -327,6 +408,24 @@ class Episode:
                 continue
             self._execute(a, call, c.name, dict(c.arguments))
 
+    def _repeated(self, a: AgentRun, call: int, tool: str, args_s: str) -> bool:
+        """Count an identical call (same agent instance, tool and arguments); True when it
+        reaches ``max_identical_calls``: the agent is stopped and the call never proposed."""
+        key = f"{tool}\x00{args_s}"
+        n = a.calls_seen.get(key, 0) + 1
+        a.calls_seen[key] = n
+        if n > 1:
+            self.counts["repeated_calls"] += 1
+        limit = self.cfg.max_identical_calls
+        if limit and n >= limit:
+            self.status = "repeat_limit"
+            fin = self.rec.add("final_answer", agent=a, flows=[(call, "emits")],
+                               text=f"(no answer: {n} identical {tool} calls)",
+                               outcome="failure")
+            self._end_agent(a, f"(no answer: {n} identical {tool} calls)", fin)
+            return True
+        return False
+
     def _field_taint(self, a: AgentRun, tool: str, args: dict[str, Any]) -> dict[str, bool]:
         spec = TOOLS[tool]
         if not a.tainted_text:
@@ -334,19 +433,25 @@ class Episode:
         return {name: value_tainted(v, spec.role(name) or "content", a.tainted_text,
                                     self.trusted) for name, v in args.items()}
 
-    def _execute(self, a: AgentRun, call: int, tool: str, args: dict[str, Any]) -> None:
+    def _execute(self, a: AgentRun, call: int, tool: str, args: dict[str, Any],
+                 origin: str | None = None) -> None:
         spec = TOOLS[tool]
-        self.counts["proposals"] += 1
-        call_id = f"c{self.counts['proposals']}"
         hints = {k: args.pop(k) for k in list(args) if k in ("delegation_id", "principal",
                                                            "principal_id", "on_behalf_of")}
+        args_s = canonical_json(args)
+        if origin is None:
+            if self._repeated(a, call, tool, args_s):
+                return
+            self.counts["proposals"] += 1
+            call_id = f"c{self.counts['proposals']}"
+        else:
+            call_id = f"{origin}-{self.counts['prefilled']}"
         high = is_high_risk(tool, self.s.memory_high_risk)
         bound = self.gateway.bind(a.delegation_id, a.agent_id, a.instance, tool, args, hints)
         ftaint = self._field_taint(a, tool, args)
-        args_s = canonical_json(args)
         prop = self.rec.add("proposal", agent=a, flows=[(call, "emits")], tool=tool,
                             tool_operation=None, args=args_s, call_id=call_id, high_risk=high,
-                            target=bound["resource_id"],
+                            target=bound["resource_id"], origin=origin,
                             tainted_fields=sorted(k for k, v in ftaint.items() if v), **bound)
         q = Proposal(tool, args, a.agent_id, self.session, prop, call_id, high,
                      self.rec.tainted(prop), self.rec.labels[prop], ftaint)

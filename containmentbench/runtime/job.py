@@ -63,10 +63,25 @@ def shard_is_current(data: dict[str, Any], s: Shard) -> bool:
         return False
 
 
+def runtime_config(data: dict[str, Any]) -> Any:
+    """The episode settings of a resolved study config: runtime limits, the decoding block,
+    the tool mode and the parser (every place that runs episodes of a study uses this)."""
+    from containmentbench.parser.modes import parser_for
+    from containmentbench.runtime.episode import RuntimeConfig
+
+    dec = data["decoding"]
+    return RuntimeConfig(max_tokens=dec["max_tokens"], temperature=dec["temperature"],
+                         top_p=dec["top_p"], seed_policy=dec["seed_policy"],
+                         parser=parser_for(data["study"].get("parser", "current")),
+                         tool_mode=data["backend"].get("tool_mode", "prompt"),
+                         **{k: v for k, v in data["runtime"].items()
+                            if k in RuntimeConfig.__dataclass_fields__})
+
+
 def backend_config(data: dict[str, Any]) -> Any:
     from containmentbench.models.base import BackendConfig
 
-    b = data["backend"]
+    b, dec = data["backend"], data["decoding"]
     options = dict(b.get("options") or {})
     if b["name"] in ("vllm", "hf"):
         options.setdefault("max_model_len", data["model"]["max_model_len"])
@@ -74,8 +89,8 @@ def backend_config(data: dict[str, Any]) -> Any:
     if b["name"] == "sim":
         options.setdefault("profile", data["model"]["sim_profile"])
     return BackendConfig(name=b["name"], model=data["model"]["path"] or data["model"]["name"],
-                         max_tokens=b["max_tokens"], temperature=b["temperature"],
-                         top_p=b.get("top_p", 1.0), options=options,
+                         max_tokens=dec["max_tokens"], temperature=dec["temperature"],
+                         top_p=dec["top_p"], options=options,
                          tool_mode=b.get("tool_mode", "prompt"))
 
 
@@ -100,20 +115,13 @@ class _ShardRun:
     def __init__(self, data: dict[str, Any], s: Shard) -> None:
         from containmentbench.policies import load_policy
         from containmentbench.runtime.driver import ShardContext
-        from containmentbench.runtime.episode import RuntimeConfig
         from containmentbench.scenarios.manifest import load_scenarios
 
         self.data, self.shard = data, s
         self.scenarios = load_scenarios(data["study"]["suite"], s.stage, s.scenario_ids)
         self.policy = load_policy(s.defense, data["defenses"])
-        from containmentbench.parser.modes import parser_for
-
         b = data["backend"]
-        self.cfg = RuntimeConfig(max_tokens=b["max_tokens"], temperature=b["temperature"],
-                                 parser=parser_for(data["study"].get("parser", "current")),
-                                 tool_mode=b.get("tool_mode", "prompt"),
-                                 **{k: v for k, v in data["runtime"].items()
-                                    if k in RuntimeConfig.__dataclass_fields__})
+        self.cfg = runtime_config(data)
         profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
         self.ctx = ShardContext(data["study"]["name"], model_label(data), b["name"],
                                 s.defense, s.seed, profile)

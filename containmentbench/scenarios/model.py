@@ -135,6 +135,10 @@ class Scenario:
     benign_plan: tuple[PlanStep, ...]
     attacker_plan: tuple[PlanStep, ...]
     attack_steps: tuple[PlanStep, ...]
+    # reads the runtime takes for the entry agent before its first model call of a session
+    # (the exposed suites: the carrier reaches the agent in its first observation); () for
+    # records without the key, so their hashes are unchanged
+    prefill: tuple[PlanStep, ...]
     meta: dict[str, Any]
     record: dict[str, Any]  # the validated JSON record (hashed as is)
     # sha256 of ``record``, computed on first use: the runtime and the metrics ask for it once
@@ -186,15 +190,33 @@ class Scenario:
         ledger = tuple(LedgerEntry.from_dict(e, f"ledger[{i}].")
                        for i, e in enumerate(_req(d, "ledger", list, w)))
         plans = _req(d, "plans", dict, w)
-        def steps(name: str) -> tuple[PlanStep, ...]:
+
+        def steps(raw: list[Any], where: str) -> tuple[PlanStep, ...]:
             out = []
-            for i, s in enumerate(_req(plans, name, list, "plans.")):
-                step = PlanStep.from_dict(s, f"plans.{name}[{i}].")
+            for i, s in enumerate(raw):
+                step = PlanStep.from_dict(s, f"{where}[{i}].")
                 if step.agent not in agent_ids:
                     raise ValidationError(f"unknown agent '{step.agent}'",
-                                          field=f"plans.{name}[{i}].agent")
+                                          field=f"{where}[{i}].agent")
                 out.append(step)
             return tuple(out)
+
+        def plan(name: str) -> tuple[PlanStep, ...]:
+            return steps(_req(plans, name, list, "plans."), f"plans.{name}")
+
+        prefill = steps(d.get("prefill") or [], "prefill")
+        entry = agents[0]["id"] if agents else None
+        for i, step in enumerate(prefill):
+            if step.tool == "final_answer" or TOOLS[step.tool].kind != "read":
+                raise ValidationError(f"a prefilled step must be a read, not '{step.tool}'",
+                                      field=f"prefill[{i}].tool")
+            if step.agent != entry:
+                raise ValidationError(f"a prefilled step is taken for the entry agent "
+                                      f"'{entry}', not '{step.agent}'",
+                                      field=f"prefill[{i}].agent")
+            if not 1 <= step.session <= len(goals):
+                raise ValidationError(f"session {step.session} has no goal",
+                                      field=f"prefill[{i}].session")
         tb = _req(d, "tool_boundary", dict, w)
         for i, t in enumerate(_req(tb, "allowed_tools", list, "tool_boundary.")):
             _tool(t, f"tool_boundary.allowed_tools[{i}]")
@@ -219,6 +241,7 @@ class Scenario:
             authorization=_req(d, "authorization", dict, w),
             memory_high_risk=_req(d, "memory_high_risk", bool, w), oracle=oracle,
             attacker_goal=d.get("attacker_goal"), recovery=d.get("recovery"),
-            benign_plan=steps("benign"), attacker_plan=steps("attacker"),
-            attack_steps=steps("attack"), meta=dict(d.get("meta", {})), record=d,
+            benign_plan=plan("benign"), attacker_plan=plan("attacker"),
+            attack_steps=plan("attack"), prefill=prefill, meta=dict(d.get("meta", {})),
+            record=d,
         )

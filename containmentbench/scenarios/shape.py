@@ -80,6 +80,7 @@ RECORD: dict[str, Any] = {
     "oracle": {"memory_state": Map(S),
                "required": List({"args": PREDICATE, "session": I, "tainted": B, "tool": S})},
     "plans": Map(List(STEP)),
+    "prefill": List(STEP),
     "recovery": Opt({"action": S, "follow_up": {"args": PREDICATE, "session": I, "tool": S},
                      "memory_keys": STRS}),
     "tool_boundary": {"allowed_tools": STRS, "max_visibility": Map(S),

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+# 2: events.origin and the "truncated" kind; rollouts.decoding, tool_mode, n_truncated,
+#    n_repeated_calls, n_prefilled (issue "the first real measurement")
+SCHEMA_VERSION = "2"
 
 _str = pa.string()
 _lstr = pa.list_(pa.string())
@@ -25,6 +27,7 @@ EVENT_KINDS = (
     "proposal",        # a parsed, valid tool call proposed for execution
     "invalid_tool",    # a call naming a tool the agent does not have (never proposed)
     "parse_error",     # a completion that is neither a valid call nor a final answer
+    "truncated",       # a completion cut at max_tokens (neither an action nor an answer)
     "dropped_call",    # a valid extra call beyond max_calls_per_turn (recorded, not run)
     "decision",        # the policy's allow/block/confirm with rule id and evidence
     "confirm_request", # a proposal routed to the confirmation path
@@ -80,10 +83,11 @@ EVENTS = pa.schema([
     pa.field("outcome", _str),                             # success | failure | unknown
     pa.field("agent_hints", _str),                         # agent-provided context (untrusted)
     pa.field("integrity", _lstr),                          # gateway integrity signals
+    pa.field("origin", _str),                              # proposals: null = the model's; prefill
     # model_call rows only (issue "traces say what the model saw"); wall-clock latency is in
     # TIMINGS.call_latency_s, never here, so traces stay byte-identical across runs
     pa.field("prompt_hash", _str),                         # sha256 of the rendered prompt
-    pa.field("tool_mode", _str),                           # prompt | native
+    pa.field("tool_mode", _str),                           # prompt | native | constrained
     pa.field("finish_reason", _str),                       # stop | length | ...
     pa.field("call_prompt_tokens", pa.int64()),
     pa.field("call_completion_tokens", pa.int64()),
@@ -124,7 +128,7 @@ ROLLOUTS = pa.schema([
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("provider_seed_supported", pa.bool_(), nullable=False),
     pa.field("seed_record", _str, nullable=False),         # seeds at scenario/runner/provider/trace level
-    pa.field("status", _str, nullable=False),              # ok | step_limit | error
+    pa.field("status", _str, nullable=False),              # ok | step_limit | repeat_limit | error
     pa.field("error", _str),
     pa.field("n_events", pa.int32(), nullable=False),
     pa.field("n_model_calls", pa.int32(), nullable=False),
@@ -134,6 +138,11 @@ ROLLOUTS = pa.schema([
     pa.field("n_confirm", pa.int32(), nullable=False),
     pa.field("n_invalid_tool", pa.int32(), nullable=False),
     pa.field("n_parse_error", pa.int32(), nullable=False),
+    pa.field("n_truncated", pa.int32(), nullable=False),    # completions cut at max_tokens
+    pa.field("n_repeated_calls", pa.int32(), nullable=False),  # identical calls after the first
+    pa.field("n_prefilled", pa.int32(), nullable=False),    # prefilled steps (not model actions)
+    pa.field("decoding", _str, nullable=False),            # canonical JSON (config/decoding.py)
+    pa.field("tool_mode", _str, nullable=False),           # prompt | native | constrained
     pa.field("prompt_tokens", pa.int64(), nullable=False),
     pa.field("completion_tokens", pa.int64(), nullable=False),
     pa.field("env_diff", _str, nullable=False),            # canonical JSON environment diff

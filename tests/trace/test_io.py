@@ -11,6 +11,7 @@ import pytest
 
 from containmentbench.errors import BenchError, SchemaError
 from containmentbench.trace.io import read_table, to_table, verify_shard, write_shard
+from containmentbench.trace.schema import SCHEMA_VERSION
 
 
 def _edges(n=3):
@@ -28,7 +29,7 @@ def test_round_trip(tmp_path):
 def test_missing_column_named(tmp_path):
     p = tmp_path / "edges.parquet"
     t = _edges().drop_columns(["kind"]).replace_schema_metadata(
-        {b"schema_version": b"1", b"table": b"edges"})
+        {b"schema_version": SCHEMA_VERSION.encode(), b"table": b"edges"})
     pq.write_table(t, p)
     with pytest.raises(SchemaError) as e:
         read_table(p, "edges")
@@ -39,7 +40,7 @@ def test_wrong_type_named(tmp_path):
     p = tmp_path / "edges.parquet"
     t = _edges()
     t = t.set_column(1, "src", pa.array(["a", "b", "c"]))
-    pq.write_table(t.replace_schema_metadata({b"schema_version": b"1", b"table": b"edges"}), p)
+    pq.write_table(t.replace_schema_metadata({b"schema_version": SCHEMA_VERSION.encode(), b"table": b"edges"}), p)
     with pytest.raises(SchemaError) as e:
         read_table(p, "edges")
     assert e.value.field == "src"

@@ -45,6 +45,9 @@ class RunSettings:
     backend: Mapping[str, Any] = field(default_factory=lambda: {"name": "ground_truth"})
     attack: str = "direct"
     native: bool = True
+    # the study's decoding block (config/decoding.py) for a served model; None for the
+    # ground truth, which decodes nothing
+    decoding: Mapping[str, Any] | None = None
 
     def make_pipeline(self, spec: T.TaskSpec) -> Any:
         if self.pipeline == "ground_truth":
@@ -206,9 +209,27 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "n_commits": count("commit"),
         "n_blocked": sum(1 for e in ev if e["kind"] == "decision" and e["decision"] == "block"),
         "n_confirm": count("confirm_request"), "n_invalid_tool": 0, "n_parse_error": 0,
+        "n_truncated": sum(1 for e in ev if e["kind"] == "model_call"
+                           and e.get("finish_reason") == "length"),
+        "n_repeated_calls": _repeats(ev), "n_prefilled": 0,
+        "decoding": canonical_json(dict(cfg.decoding) if cfg.decoding is not None else None),
+        "tool_mode": "native",
         "prompt_tokens": 0, "completion_tokens": 0, "env_diff": canonical_json(o.diff),
         "final_answer": o.final_answer,
     }
+
+
+def _repeats(ev: Sequence[Mapping[str, Any]]) -> int:
+    """Identical calls (same agent instance, tool and arguments) after the first, as the
+    runtime counts them (``rollouts.n_repeated_calls``)."""
+    seen: set[tuple[Any, ...]] = set()
+    n = 0
+    for e in ev:
+        if e["kind"] == "proposal":
+            key = (e.get("agent_instance"), e["tool"], e.get("args"))
+            n += key in seen
+            seen.add(key)
+    return n
 
 
 def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.Table]:
