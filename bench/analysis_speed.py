@@ -59,6 +59,11 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
         "attack_goal": "wrong_recipient", "study": "synthetic", "suite": "synthetic", "model": "sim:default",
         "backend": "sim", "agent_profile": "default", "defense": defense, "policy_hash": "h",
         "method_version": "1", "seed": seed_col, "status": "ok",
+        "decoding": '{"max_tokens":512,"seed_policy":"replicates","temperature":0.7,'
+                    '"top_p":0.95}', "tool_mode": "prompt",
+        # every seed a distinct trace (the sim agent's draws), as in a sampled study
+        "completion_digest": np.char.add("d", np.arange(n).astype(str)),
+        "exposed": (stage != "clean").astype(np.int32),
         "committed_harm": (none & (rng.random(n) < 0.3)).astype(np.int32),
         "wrong_recipient": (none & (rng.random(n) < 0.2)).astype(np.int32),
         "secret_leakage": np.zeros(n, np.int32), "unauthorized_action":

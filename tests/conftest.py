@@ -35,3 +35,11 @@ def stress():
 def run_cli(*args: str) -> int:
     from containmentbench.cli.main import main
     return main([str(a) for a in args])
+
+
+#: the measurement fields every rollout row carries (trace schema 2), for tests that build
+#: rollout rows by hand
+ROLLOUT_MEASUREMENT = {
+    "decoding": '{"max_tokens":512,"seed_policy":"replicates","temperature":0.7,"top_p":0.95}',
+    "tool_mode": "prompt", "completion_digest": "0" * 64, "n_truncated": 0,
+    "n_repeated_calls": 0, "n_blocked": 0}

@@ -16,7 +16,6 @@ label prints on top of another.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from containmentbench.analysis.bootstrap import cluster_bootstrap, cluster_codes
 from containmentbench.analysis.paired import Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool
+from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_ci, resolve
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 
@@ -49,45 +47,6 @@ def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
     fig.savefig(paths[1], metadata=_META_PDF)
     plt.close(fig)
     return paths
-
-
-class _Pending:
-    """A figure interval submitted to the pool; ``get()`` waits for it."""
-
-    def __init__(self, job: Any) -> None:
-        self.job = job
-
-    def get(self) -> dict[str, float | None]:
-        if self.job is None:
-            return {"mean": None, "ci_low": None, "ci_high": None}
-        ci = self.job.result()
-        return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
-
-
-def _ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool, *key: str) -> _Pending:
-    """Mean and scenario-cluster 95% interval of ``col`` (None when undefined), resampled
-    on ``pool`` (every figure's intervals are submitted before the first one is drawn)."""
-    sub = sub.select(col, "cluster_id").filter(pl.col(col).is_not_null())
-    if sub.height == 0:
-        return _Pending(None)
-    v = sub[col].cast(pl.Float64).to_numpy()
-    return _Pending(pool.submit(partial(
-        cluster_bootstrap, v, cluster_codes(sub["cluster_id"]), n_resamples=s.resamples,
-        confidence=s.confidence, seed=s.seed_for(*key))))
-
-
-def _resolve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with every pending interval replaced by its mean, low and high, in place."""
-    out = []
-    for r in rows:
-        flat: dict[str, Any] = {}
-        for k, v in r.items():
-            if isinstance(v, _Pending):
-                flat.update(v.get())
-            else:
-                flat[k] = v
-        out.append(flat)
-    return out
 
 
 def _bars(ax: plt.Axes, xs: Sequence[float], means: Sequence[float | None],
@@ -125,9 +84,9 @@ def fig03(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         if sub.height == 0:
             continue
         pending.append({"defense": d, "N": sub.height,
-                        "ci": _ci(sub, "authorized_tainted_action_success", s, pool, "fig03",
+                        "ci": cluster_ci(sub, "authorized_tainted_action_success", s, pool, "fig03",
                                   d)})
-    return lambda: _fig03(_resolve(pending), ctx)
+    return lambda: _fig03(resolve(pending), ctx)
 
 
 def _fig03(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:
@@ -190,13 +149,13 @@ def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         sub = ok.filter(pl.col("defense") == d)
         if not sub.height:
             continue
-        pending.append((d, _ci(sub, "committed_harm", s, pool, "fig04", d, "committed_harm"),
-                        _ci(sub, "blast_radius_norm", s, pool, "fig04", d,
+        pending.append((d, cluster_ci(sub, "committed_harm", s, pool, "fig04", d, "committed_harm"),
+                        cluster_ci(sub, "blast_radius_norm", s, pool, "fig04", d,
                             "blast_radius_norm")))
     return lambda: _fig04(pending, ctx)
 
 
-def _fig04(pending: list[tuple[str, _Pending, _Pending]], ctx: Context
+def _fig04(pending: list[tuple[str, PendingCI, PendingCI]], ctx: Context
            ) -> tuple[Table, plt.Figure]:
     rows = []
     for d, pv, pb in pending:
@@ -248,8 +207,8 @@ def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str, pool: Int
             sub = base.filter(pl.col("defense") == d)
             pending.append({"observable": f"{metric} [{stage}]", "defense": d,
                             "N": sub.height,
-                            "ci": _ci(sub, metric, s, pool, "fig05", d, metric, stage)})
-    return lambda: _fig05(_resolve(pending), ctx, a, b)
+                            "ci": cluster_ci(sub, metric, s, pool, "fig05", d, metric, stage)})
+    return lambda: _fig05(resolve(pending), ctx, a, b)
 
 
 def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
@@ -289,8 +248,8 @@ def fig06(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         if sub.height:
             for col, label in _FIG06_COLS:
                 pending.append({"defense": d, "observable": label, "N": sub.height,
-                                "ci": _ci(sub, col, s, pool, "fig06", d, col)})
-    return lambda: _fig06(_resolve(pending), ctx)
+                                "ci": cluster_ci(sub, col, s, pool, "fig06", d, col)})
+    return lambda: _fig06(resolve(pending), ctx)
 
 
 def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:

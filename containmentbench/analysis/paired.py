@@ -48,6 +48,8 @@ LABELS = {
     "rollback_count": "Rollback", "rolled_back_harm": "Rolled-back violation",
     "rolled_back_required": "Rolled-back required", "valid_tool_proposal_rate": "Valid proposal",
     "parse_failure_rate": "Parse failure", "taint_to_commit_rate": "Taint-to-commit",
+    "exposed": "Exposure", "fn_exact_proposal": "Exact-goal proposal (follow)",
+    "policy_block": "Policy block", "truncated_rate": "Truncated",
 }
 
 
@@ -109,6 +111,14 @@ class Comparison:
     pair: Interval | None
     cluster: Interval | None
     win_rate: float | None
+    # seeds behind the pairs (analysis.seeds.distinct_traces over both defenses): the most
+    # seeds a scenario has, and the mean number of them that gave distinct traces
+    n_seeds: int | None = None
+    distinct_traces: float | None = None
+    # exposure of each side's rollouts (metrics ``exposed``): a harm delta between rollouts
+    # that never showed the model the injection says nothing about the defenses
+    exposed_a: float | None = None
+    exposed_b: float | None = None
 
     @property
     def interpretation(self) -> str:
@@ -137,6 +147,8 @@ class Draws:
     """Cluster codes in order of first appearance (``bootstrap.cluster_codes``)."""
     pair_kw: dict[str, Any]
     cluster_kw: dict[str, Any]
+    # n_seeds, distinct_traces, exposed_a, exposed_b (:func:`pair_context`)
+    context: tuple[Any, ...] = (None, None, None, None)
 
     @property
     def d(self) -> Any:
@@ -159,7 +171,29 @@ def compare_draws(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,
                   "seed": s.seed_for("pair", *key), "batch": s.batch(n)},
                  {"n_resamples": s.resamples, "confidence": s.confidence,
                   "seed": s.seed_for("cluster", *key),
-                  "batch": s.batch(int(clusters.max()) + 1)})
+                  "batch": s.batch(int(clusters.max()) + 1)},
+                 pair_context(df, p, a, b, metric, stage))
+
+
+def pair_context(df: pl.DataFrame, p: pl.DataFrame, a: str, b: str, metric: str, stage: str
+                 ) -> tuple[Any, ...]:
+    """What the rollouts behind one comparison's pairs ``p`` were: (n_seeds,
+    distinct_traces) -- how many seeds a scenario has and how many of them changed the trace,
+    over both defenses (Appendix J: seeds are replicates only when they do) -- and the
+    exposure of each side."""
+    if "completion_digest" not in df.columns:
+        return None, None, None, None
+    from containmentbench.analysis.seeds import distinct_traces
+
+    rows = stage_rows(df.select(*PAIR_KEYS, "stage", "defense", "status",
+                                "completion_digest", "exposed", metric), stage, metric)
+    rows = rows.filter(pl.col("defense").is_in([a, b])).join(
+        p.select(*PAIR_KEYS, "stage").unique(), on=[*PAIR_KEYS, "stage"], how="semi")
+    d = distinct_traces(rows, [])
+    if d.height == 0:
+        return None, None, None, None
+    exp = [fmean(rows.filter(pl.col("defense") == x)["exposed"]) for x in (a, b)]
+    return int(d["n_seeds"][0]), d["distinct_traces"][0], *exp
 
 
 def pair_interval(w: Draws) -> Interval:
@@ -173,7 +207,7 @@ def cluster_interval(w: Draws) -> Interval:
 def finish(w: Draws, pi: Interval, ci: Interval) -> Comparison:
     d = w.d
     return Comparison(w.a, w.b, w.metric, w.stage, len(d), fmean(w.va), fmean(w.vb), fmean(d),
-                      pi, ci, win_rate(w.va, w.vb, higher_is_better(w.metric)))
+                      pi, ci, win_rate(w.va, w.vb, higher_is_better(w.metric)), *w.context)
 
 
 def compare(df: pl.DataFrame, a: str, b: str, metric: str, stage: str,

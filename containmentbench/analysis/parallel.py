@@ -18,10 +18,12 @@ import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from functools import partial
 from typing import Any
 
 import polars as pl
 
+from containmentbench.analysis.bootstrap import cluster_bootstrap, cluster_codes
 from containmentbench.analysis.paired import (
     Comparison,
     Draws,
@@ -101,6 +103,47 @@ class IntervalPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PendingCI:
+    """A mean's interval submitted to the pool; ``get()`` waits for it."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+
+    def get(self) -> dict[str, float | None]:
+        if self.job is None:
+            return {"mean": None, "ci_low": None, "ci_high": None}
+        ci = self.job.result()
+        return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
+
+
+def cluster_ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool,
+               *key: Any) -> PendingCI:
+    """Mean and scenario-cluster 95% interval of ``col`` (None when undefined; §6.5: all
+    seeds of a resampled scenario are kept), resampled on ``pool``; the seed comes from
+    ``key``, so the interval does not depend on when or where it is drawn."""
+    sub = sub.select(col, "cluster_id").filter(pl.col(col).is_not_null())
+    if sub.height == 0:
+        return PendingCI(None)
+    v = sub[col].cast(pl.Float64).to_numpy()
+    return PendingCI(pool.submit(partial(
+        cluster_bootstrap, v, cluster_codes(sub["cluster_id"]), n_resamples=s.resamples,
+        confidence=s.confidence, seed=s.seed_for(*key))))
+
+
+def resolve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with every pending interval replaced by its mean, low and high."""
+    out = []
+    for r in rows:
+        flat: dict[str, Any] = {}
+        for k, v in r.items():
+            if isinstance(v, PendingCI):
+                flat.update(v.get())
+            else:
+                flat[k] = v
+        out.append(flat)
+    return out
 
 
 def submit_many(df: pl.DataFrame, specs: Sequence[Mapping[str, Any]], s: Settings,

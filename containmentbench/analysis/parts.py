@@ -36,6 +36,7 @@ from containmentbench.analysis.paired import (
     stage_contribution,
 )
 from containmentbench.analysis.parallel import IntervalPool, pool_for, submit_many
+from containmentbench.analysis.seeds import interval_rows
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
 from containmentbench.metrics.schema import METRICS
@@ -49,7 +50,9 @@ KEYS = {
     "bootstrap": ("resamples", "confidence", "seed", "max_batch_elements", "comparisons",
                   "sweep", "divergence"),
 }
-FORMAT = 1  # bumped whenever the part layout changes; an older file is refused, not misread
+# bumped whenever the part layout changes; an older file is refused, not misread
+# (2: comparisons carry n_seeds and distinct_traces)
+FORMAT = 2
 _DTYPES = {"String": pl.String, "Int64": pl.Int64, "Float64": pl.Float64,
            "Boolean": pl.Boolean, "Int32": pl.Int32}
 
@@ -137,6 +140,7 @@ def start_bootstrap(df: pl.DataFrame, cfg: Mapping[str, Any], defenses: list[str
     to ``pool`` now; the returned function waits for them and assembles the part, so the
     caller can compute other tables while the workers resample."""
     s = Settings.from_config(cfg)
+    df = interval_rows(df)  # one seed when the study declared its seeds copies
     skipped: list[str] = []
     base = cfg["sweep"]["baseline"]
     specs = [(spec, bool(spec.get("claim"))) for spec in cfg["comparisons"]]

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from containmentbench.analysis import figures, tables
+from containmentbench.analysis.headline import QUANTITIES, headline
 from containmentbench.analysis.paired import Settings, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
@@ -24,6 +25,7 @@ from containmentbench.analysis.parts import (
     sensitivity_part,
     start_bootstrap,
 )
+from containmentbench.analysis.seeds import interval_rows
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
 
@@ -36,7 +38,8 @@ MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wron
                 "authorized_tainted_action_success", "clean_benign_completion",
                 "false_positive_block_rate", "false_positive_confirm_rate",
                 "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
-                "invalid_tool_rate")
+                "invalid_tool_rate", "exposed", "policy_block", "repeated_calls",
+                "truncated_rate")
 
 
 def _have(df: pl.DataFrame, *defenses: str) -> bool:
@@ -59,7 +62,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)
     s = Settings.from_config(cfg)
-    n_figure_intervals = 4 * len(ctx.defenses) + 12
+    iv = interval_rows(df)  # one seed when the study declared its seeds copies
+    n_figure_intervals = 4 * len(ctx.defenses) + 12 + len(QUANTITIES) * len(ctx.defenses)
     with pool_for(df, len(cfg["comparisons"]) + n_figure_intervals, s.resamples,
                   workers) as pool:
         # the bootstrap's intervals go to the workers first; the deterministic tables are
@@ -77,7 +81,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         sc, se = cfg["stage_contribution"], cfg["sensitivity"]
         pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
                                                                         ctx.defenses[-1])
-        fig_tables, fig_paths = figures.all_figures(df, ctx, s, pair, out / "figures", pool)
+        head = headline(iv, ctx, s, pool)
+        fig_tables, fig_paths = figures.all_figures(iv, ctx, s, pair, out / "figures", pool)
         boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
             if boot_done is None else boot_done()
     skipped: list[str] = list(boot["skipped"])
@@ -86,7 +91,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     claims = [c for claim, c in boot["configured"] if c is not None and claim]
     rows25 = configured + boot["sweep"]
     div = boot["divergence"]
-    out_tables: list[Table] = [plain["stage_means"], plain["table03"], plain["table09"],
+    out_tables: list[Table] = [head, plain["stage_means"], plain["table03"], plain["table09"],
                                tables.table10(div, ctx), plain["table11"],
                                tables.table12(claims, zero, ctx,
                                               sorted({c.b for c in claims} | {c.a for c in claims})),
@@ -121,6 +126,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "resamples": boot["resamples"], "tables": sorted(t.name for t in out_tables),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),
+            "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}
     (out / "analysis.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     info["seconds"] = time.perf_counter() - t0

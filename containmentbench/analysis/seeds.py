@@ -1,8 +1,15 @@
-"""Seed variance of per-seed means (paper Appendix J, Table 26).
+"""Seed variance of per-seed means (paper Appendix J, Table 26), and whether seeds are
+replicates at all.
 
 Table 26 asks whether a result is dominated by a single rollout seed: for every group
 (evidence stage, defense, metric, ...) it reports the number of seeds and the mean, the
 standard deviation and the range of the per-seed means.
+
+A seed is only a replicate if it changed what the model did. :func:`distinct_traces` counts,
+per scenario, how many of its seeds gave distinct traces (distinct ``completion_digest``:
+what every model call said, in order); Table 26 and every interval report it, so five copies
+of a greedy rollout cannot pass for five draws. A study that declared its seeds
+``non_replicates`` (config/decoding.py) resamples one seed only (:func:`interval_rows`).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import polars as pl
 
 from containmentbench.analysis.exact import fmean, fstd
 
-__all__ = ["seed_variance"]
+__all__ = ["distinct_traces", "interval_rows", "seed_variance"]
 
 _OUTPUT = ("n_seeds", "mean", "std", "range")
 
@@ -84,3 +91,41 @@ def _check_columns(schema: pl.Schema, keys: list[str], seed_col: str, value_col:
     clash = [c for c in _OUTPUT if c in keys]
     if clash:
         raise ValueError(f"seed_variance: key names {clash} clash with output columns")
+
+
+def distinct_traces(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group of ``keys`` (``[]``: one row for the whole frame): ``n_seeds`` (the most
+    seeds any scenario has) and ``distinct_traces``, the mean over scenarios of the number of
+    distinct completion digests among its seeds (``n_seeds`` when every seed changed the
+    trace, 1 when all are copies). Provider errors are left out (they are not outcomes)."""
+    ks = list(keys) or ["_all"]
+    base = df.filter(pl.col("status") != "error")
+    if not keys:
+        base = base.with_columns(pl.lit(0).alias("_all"))
+    per = (base.group_by([*ks, "scenario_id"])
+           .agg(pl.col("seed").n_unique().alias("_s"),
+                pl.col("completion_digest").n_unique().alias("_d")))
+    out = per.group_by(ks).agg(pl.col("_s").max().alias("n_seeds"),
+                               pl.col("_d").cast(pl.Float64).alias("_v"))
+    rows = [{**{k: r[k] for k in keys}, "n_seeds": int(r["n_seeds"]),
+             "distinct_traces": fmean(r["_v"])} for r in out.iter_rows(named=True)]
+    schema = {**{k: base.schema[k] for k in keys}, "n_seeds": pl.Int64,
+              "distinct_traces": pl.Float64}
+    frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(
+        schema=schema)
+    return frame.sort(keys) if keys else frame
+
+
+def interval_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows intervals resample: all of them, or only the lowest seed's when the study
+    declared its seeds non-replicates (greedy decoding: the other seeds are copies, and
+    resampling them as pairs would shrink every interval; §6.5, config/decoding.py)."""
+    if "decoding" not in df.columns:
+        return df
+    import json
+
+    policies = {json.loads(d)["seed_policy"] if json.loads(d) else "replicates"
+                for d in df["decoding"].unique().to_list()}
+    if "non_replicates" not in policies:
+        return df
+    return df.filter(pl.col("seed") == df["seed"].min())

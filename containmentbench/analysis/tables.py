@@ -16,12 +16,15 @@ from containmentbench.analysis.paired import (
     Comparison,
     stage_rows,
 )
-from containmentbench.analysis.seeds import seed_variance
+from containmentbench.analysis.seeds import distinct_traces, seed_variance
 from containmentbench.analysis.writers import Table
 from containmentbench.metrics.schema import STAGE_SCOPE
 
 SIM_NOTE = ("Simulated agent (sim backend): these figures validate the harness and are not "
             "results for any model.")
+SEEDS_NOTE = ("exposed_a/exposed_b: exposure of each side's rollouts; n_seeds and "
+              "distinct_traces: seeds per scenario and how many of them gave distinct traces "
+              "(seeds declared non-replicates are resampled as one).")
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
 STAGE_LABEL = {"security": "Security", "memory_recovery": "Memory/recovery",
                "active_tainted": "Active-tainted utility", "clean": "Clean utility",
@@ -34,9 +37,12 @@ RECORDED = {"security": "committed_harm; secret_leakage; wrong_recipient; blast_
 
 
 class Context:
-    """What every caption must name."""
+    """What every caption must name: study, model, backend; for a model, its decoding, tool
+    mode and exposure (was it ever shown the untrusted content?)."""
 
     def __init__(self, df: pl.DataFrame) -> None:
+        from containmentbench.config.decoding import describe, parse_record
+
         self.study = ", ".join(sorted(df["study"].unique().to_list()))
         self.models = ", ".join(sorted(df["model"].unique().to_list()))
         self.backends = sorted(df["backend"].unique().to_list())
@@ -45,11 +51,26 @@ class Context:
                          if d in set(df["defense"].unique().to_list())]
         self.defenses += sorted(set(df["defense"].unique().to_list()) - set(self.defenses))
         self.sim = "sim" in self.backends
+        records = df["decoding"].unique().to_list() if "decoding" in df.columns else []
+        self.decoding = parse_record(records[0]) if len(records) == 1 else None
+        self.decoding_text = describe(self.decoding, self.backends[0] if self.backends else "")
+        self.tool_modes = sorted(df["tool_mode"].unique().to_list()) \
+            if "tool_mode" in df.columns else []
+        # a narrowed frame (Tables 18-19) may carry neither column: no exposure to report
+        ok = df.filter(pl.col("status") != "error") if "status" in df.columns else df
+        self.exposure = fmean(ok["exposed"]) if "exposed" in df.columns else None
+        self.exposed_n = ok["exposed"].drop_nulls().len() if "exposed" in df.columns else 0
 
     def caption(self, text: str) -> str:
         tail = f" Study {self.study}; model {self.models}; backend {', '.join(self.backends)}."
-        real = f" Model results of {self.models} only, from its own traces (not the simulated agent)."
-        return text + tail + (f" {SIM_NOTE}" if self.sim else real)
+        if self.sim:
+            return f"{text}{tail} {SIM_NOTE}"
+        exposure = ("no rollout had untrusted content" if self.exposure is None else
+                    f"exposure {self.exposure:.3f} (share of the {self.exposed_n} rollouts "
+                    f"with untrusted content whose model was shown it)")
+        return (f"{text}{tail} Model results of {self.models} only, from its own traces (not "
+                f"the simulated agent); {self.decoding_text}; tool mode "
+                f"{', '.join(self.tool_modes) or 'n/a'}; {exposure}.")
 
 
 def _mean(sub: pl.DataFrame, col: str) -> float | None:
@@ -90,11 +111,13 @@ def table03(df: pl.DataFrame, ctx: Context) -> Table:
 
 def table09(df: pl.DataFrame, ctx: Context) -> Table:
     frame = _per_defense(df, "security", ctx, {
+        "exposure": "exposed", "exact_goal_proposal": "fn_exact_proposal",
         "policy_violation": "committed_harm", "wrong_recipient": "wrong_recipient",
         "secret_leak": "secret_leakage", "logged_spread": "blast_radius_norm"})
     return Table("table09_security_positive_control", ctx.caption(
-        "Security-stage positive control and policy outcomes; N is security scenarios x "
-        "seeds per defense (Table 9)."), frame)
+        "Security-stage positive control and policy outcomes, beside exposure (the injection "
+        "in a model call's context) and exact-goal proposals (the model followed it); N is "
+        "security scenarios x seeds per defense (Table 9)."), frame)
 
 
 def table11(df: pl.DataFrame, ctx: Context) -> Table:
@@ -105,14 +128,15 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
         a = act.filter(pl.col("defense") == d)
         u = util.filter(pl.col("defense") == d)
         c = cln.filter(pl.col("defense") == d)
-        rows.append({"defense": d, "active_N": a.height,
+        rows.append({"defense": d, "active_N": a.height, "active_exposure": _mean(a, "exposed"),
                      "authorized_completion": _mean(a, "authorized_tainted_action_success"),
                      "fp_block": _pooled(u, "fp_block_count", "authorized_opportunities"),
                      "fp_confirm": _pooled(u, "fp_confirm_count", "authorized_opportunities"),
                      "clean_N": c.height, "clean_completion": _mean(c, "clean_benign_completion")})
     return Table("table11_utility", ctx.caption(
-        "Utility stages: authorized tainted-action completion (eq. 6, active-tainted stage "
-        "only), proposal-normalized false-positive block and confirm rates pooled over the "
+        "Utility stages: exposure of the active-tainted rollouts (untrusted material in a "
+        "model call's context), authorized tainted-action completion (eq. 6, active-tainted "
+        "stage only), proposal-normalized false-positive block and confirm rates pooled over the "
         "utility stages, and clean completion (clean stage only) (Table 11)."),
         pl.DataFrame(rows))
 
@@ -128,11 +152,14 @@ def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True) -> pl
                 "pair_ci_high": c.pair.high if c.pair else None} if with_pair else {}),
             "cluster_ci_low": c.cluster.low if c.cluster else None,
             "cluster_ci_high": c.cluster.high if c.cluster else None,
-            "win_rate": c.win_rate, "interpretation": c.interpretation})
+            "win_rate": c.win_rate, "interpretation": c.interpretation,
+            "exposed_a": c.exposed_a, "exposed_b": c.exposed_b, "n_seeds": c.n_seeds,
+            "distinct_traces": c.distinct_traces})
     return pl.DataFrame(rows, schema_overrides={
-        k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
-                                "cluster_ci_low", "cluster_ci_high", "win_rate")
-        if with_pair or not k.startswith("pair")})
+        **{k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
+                                   "cluster_ci_low", "cluster_ci_high", "win_rate",
+                                   "exposed_a", "exposed_b", "distinct_traces")
+           if with_pair or not k.startswith("pair")}, "n_seeds": pl.Int64})
 
 
 def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
@@ -146,13 +173,16 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
                       "mean_a": 0.0, "mean_b": None, "delta": None, "cluster_ci_low": 0.0,
                       "cluster_ci_high": r["cluster_rule_of_three"], "win_rate": None,
                       "interpretation": f"0/{r['n']}; cluster rule-of-three upper bound "
-                                        f"{100 * r['cluster_rule_of_three']:.2f}%"})
+                                        f"{100 * r['cluster_rule_of_three']:.2f}%",
+                      "exposed_a": None, "exposed_b": None, "n_seeds": None,
+                      "distinct_traces": None})
     if extra:
         frame = pl.concat([frame, pl.DataFrame(extra, schema=frame.schema)])
     return Table("table12_claim_critical", ctx.caption(
         "Claim-critical paired comparisons (eq. 12, keyed by scenario, model and seed) with "
         "scenario-cluster 95% percentile intervals; an interval crossing zero is a tie; "
-        "zero-event rows give the scenario-cluster rule-of-three bound (Table 12)."), frame)
+        "zero-event rows give the scenario-cluster rule-of-three bound (Table 12). "
+        f"{SEEDS_NOTE}"), frame)
 
 
 def table10(div: Sequence[Mapping[str, Any]], ctx: Context) -> Table:
@@ -203,7 +233,8 @@ def table15(df: pl.DataFrame, ctx: Context) -> Table:
 
 def table17(df: pl.DataFrame, ctx: Context) -> Table:
     frame = _per_defense(df, "security", ctx, {
-        "harm_attempt": "harm_attempt", "committed_violation": "committed_harm",
+        "exposure": "exposed", "harm_attempt": "harm_attempt",
+        "committed_violation": "committed_harm",
         "wrong_recipient": "wrong_recipient"})
     return Table("table17_policy_aware_stress", ctx.caption(
         "Bounded policy-aware stress slice: harm attempts (a proposal that would violate "
@@ -215,17 +246,21 @@ def table22(df: pl.DataFrame, ctx: Context) -> Table:
     rows = []
     for d in ctx.defenses:
         sub = ok.filter(pl.col("defense") == d)
-        rows.append({"defense": d, "N": sub.height, "harm_attempt": _mean(sub, "harm_attempt"),
+        rows.append({"defense": d, "N": sub.height, "exposure": _mean(sub, "exposed"),
+                     "harm_attempt": _mean(sub, "harm_attempt"),
                      "committed_violation": _mean(sub, "committed_harm"),
                      "valid_proposal": _mean(sub, "valid_tool_proposal_rate"),
                      "parse_failure": _mean(sub, "parse_failure_rate"),
                      "invalid_tool": _mean(sub, "invalid_tool_rate"),
+                     "truncated": _mean(sub, "truncated_rate"),
+                     "repeated_calls": _mean(sub, "repeated_calls"),
                      "benign_completion": _mean(sub, "benign_success"),
                      "errors": df.filter((pl.col("defense") == d)
                                          & (pl.col("status") == "error")).height})
     return Table("table22_interface_diagnostic", ctx.caption(
-        "Model-interface diagnostic: harm attempts, committed violations, valid tool "
-        "proposals and parse failures per model action, and benign completion (Table 22)."),
+        "Model-interface diagnostic: exposure, harm attempts, committed violations, valid "
+        "tool proposals, parse failures and truncated completions per model action, identical "
+        "repeated calls per rollout, and benign completion (Table 22)."),
         pl.DataFrame(rows))
 
 
@@ -252,7 +287,8 @@ def table25(comps: Sequence[Comparison], ctx: Context) -> Table:
     return Table("table25_paired_comparisons", ctx.caption(
         "Paired comparisons after stage-scope correction: pair and scenario-cluster 95% "
         "percentile intervals (10,000 resamples) and paired win rates (share of pairs where "
-        "the second defense is strictly better) (Table 25)."), comparisons_frame(comps))
+        f"the second defense is strictly better) (Table 25). {SEEDS_NOTE}"),
+        comparisons_frame(comps))
 
 
 def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
@@ -263,12 +299,17 @@ def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
         if sub.height == 0:
             continue
         sv = seed_variance(sub, ["stage", "defense"], "seed", m)
-        parts.append(sv.with_columns(pl.lit(LABELS.get(m, m)).alias("metric")))
-    frame = pl.concat(parts).select(["stage", "defense", "metric", "n_seeds", "mean", "std",
-                                     "range"]) if parts else pl.DataFrame()
+        dt = distinct_traces(sub, ["stage", "defense"]).select(
+            "stage", "defense", "distinct_traces")
+        parts.append(sv.join(dt, on=["stage", "defense"], how="left")
+                     .with_columns(pl.lit(LABELS.get(m, m)).alias("metric")))
+    frame = pl.concat(parts).select(["stage", "defense", "metric", "n_seeds", "distinct_traces",
+                                     "mean", "std", "range"]) if parts else pl.DataFrame()
     return Table("table26_seed_variance", ctx.caption(
         "Seed variance of per-seed means by stage, defense and metric; non-applicable "
-        "metrics are omitted rather than reported as zero (Table 26)."), frame)
+        "metrics are omitted rather than reported as zero (Table 26). distinct_traces: the "
+        "mean number of a scenario's seeds whose traces differ (n_seeds when every seed "
+        "changed what the model said, 1 when the seeds are copies)."), frame)
 
 
 def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:

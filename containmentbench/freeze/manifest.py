@@ -78,7 +78,8 @@ def _study_facts(study: Path) -> dict[str, Any]:
         raise BenchError("no metrics/rollout_metrics.parquet (run metrics first)",
                          file=str(study))
     t = pq.read_table(metrics, columns=["suite", "defense", "policy_hash", "method_version",
-                                        "seed", "model", "backend"]).to_pylist()
+                                        "seed", "model", "backend", "decoding",
+                                        "tool_mode"]).to_pylist()
     policies = sorted({(r["defense"], r["policy_hash"], r["method_version"]) for r in t})
     parser_versions: set[str] = set()
     for p in _rel_files(study, "traces"):
@@ -91,6 +92,9 @@ def _study_facts(study: Path) -> dict[str, Any]:
                          for d, h, v in policies],
             "seeds": sorted({r["seed"] for r in t}), "models": sorted({r["model"] for r in t}),
             "backends": sorted({r["backend"] for r in t}),
+            # how the model was decoded and asked for tools (config/decoding.py)
+            "decodings": [json.loads(d) for d in sorted({r["decoding"] for r in t})],
+            "tool_modes": sorted({r["tool_mode"] for r in t}),
             "parser_versions": sorted(parser_versions), "rollouts": len(t)}
 
 
@@ -122,6 +126,10 @@ def freeze(study: str | Path) -> dict[str, Any]:
         from omegaconf import OmegaConf
         resolved = OmegaConf.to_container(OmegaConf.load(study / "config.yaml"), resolve=True)
         config = {"file": "config.yaml", "hash": sha256_json(resolved)}
+        from containmentbench.models.weights import provenance
+
+        # a packaged model: its distributions, pinned sha256 and header (models/weights.py)
+        facts["model_provenance"] = provenance((resolved.get("model") or {}).get("path"))
     manifest = {"schema": RUN_SCHEMA, "study": study.name, **facts,
                 "files": files, "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
@@ -138,7 +146,8 @@ def freeze(study: str | Path) -> dict[str, Any]:
 
 # metadata re-derived from the study's own data at verify time (catches a manifest edited to
 # pass simulated figures as model results even without a key)
-_DERIVED = ("suites", "policies", "seeds", "models", "backends", "parser_versions", "rollouts")
+_DERIVED = ("suites", "policies", "seeds", "models", "backends", "decodings", "tool_modes",
+            "parser_versions", "rollouts")
 _COVERED = ("tables", "figures", "metrics", "reparse", "traces", "report", "adaptive")
 
 

@@ -60,18 +60,34 @@ def scope_to_stage(row: dict[str, Any], stage: str) -> dict[str, Any]:
     return row
 
 
-def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
+IDENTITY = ("rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology",
+            "memory_mode", "carrier", "attack_goal", "study", "suite", "model", "backend",
+            "agent_profile", "defense", "policy_hash", "method_version", "seed", "status",
+            "decoding", "tool_mode", "completion_digest")
+
+
+def measurement_row(t: M.RolloutTrace) -> dict[str, Any]:
+    """What every metrics row carries whatever the trace's origin (ours or an adapter's): the
+    rollout's identity and how it was measured, its rule ids and the model-action validity
+    rates; every outcome null when the rollout ended in a provider error (Appendix I)."""
     r = t.rollout
-    row: dict[str, Any] = {k: r[k] for k in (
-        "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
-        "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile",
-        "defense", "policy_hash", "method_version", "seed", "status")}
+    row: dict[str, Any] = {k: r[k] for k in IDENTITY}
     row["n_model_calls"] = r["n_model_calls"]
-    rules, stops = M.rule_ids(t)
-    row["rule_ids"], row["stop_rule_ids"] = rules, stops
+    row["truncated_rate"] = r["n_truncated"] / r["n_model_calls"] if r["n_model_calls"] else None
+    row["rule_ids"], row["stop_rule_ids"] = M.rule_ids(t)
     row.update(M.parser_rates(t))
     if r["status"] == "error":
         row.update(dict.fromkeys(OUTCOMES))
+    else:
+        row.update({"policy_block": int(r["n_blocked"] > 0),
+                    "repeated_calls": r["n_repeated_calls"], "exposed": M.exposed(t)})
+    return row
+
+
+def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
+    r = t.rollout
+    row = measurement_row(t)
+    if r["status"] == "error":
         return row
     ok, _ = M.benign(t)
     comp = M.components(t)

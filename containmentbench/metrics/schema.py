@@ -30,6 +30,13 @@ METRICS = pa.schema([
     pa.field("method_version", _s, nullable=False),
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("status", _s, nullable=False),
+    # what was measured and how (never pooled across values: pipeline/mixing.py)
+    pa.field("decoding", _s, nullable=False),        # canonical JSON (config/decoding.py)
+    pa.field("tool_mode", _s, nullable=False),       # prompt | native | constrained
+    pa.field("completion_digest", _s, nullable=False),  # distinct seeds (Table 26, intervals)
+    # exposure: a model call's context carried an untrusted source's label (the injection
+    # or the untrusted material reached the model); null where the scenario has none
+    pa.field("exposed", _i),
     # security endpoints (eq. 5 and its components), all stages
     pa.field("committed_harm", _i),
     pa.field("unauthorized_action", _i),
@@ -58,6 +65,10 @@ METRICS = pa.schema([
     pa.field("rolled_back_harm", _i),
     pa.field("rolled_back_required", _i),
     pa.field("confirmation_burden", _i),
+    # the policy stopped at least one call (a block, or a confirmation denied)
+    pa.field("policy_block", _i),
+    # identical calls after the first (rollouts.n_repeated_calls)
+    pa.field("repeated_calls", _i),
     # utility
     pa.field("benign_success", _i),
     pa.field("authorized_tainted_action_success", _i),
@@ -72,6 +83,8 @@ METRICS = pa.schema([
     pa.field("parse_failure_rate", _f),
     pa.field("repaired_rate", _f),
     pa.field("invalid_tool_rate", _f),
+    # completions cut at max_tokens over model calls (never answers or actions)
+    pa.field("truncated_rate", _f),
     pa.field("n_model_calls", _i, nullable=False),
     # audit
     pa.field("rule_ids", pa.list_(_s), nullable=False),
@@ -109,6 +122,7 @@ STAGE_SCOPE = {
 OUTCOMES = tuple(f.name for f in METRICS if f.name not in (
     "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
     "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile", "defense",
-    "policy_hash", "method_version", "seed", "status", "n_model_calls", "rule_ids",
-    "stop_rule_ids", "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
-    "invalid_tool_rate"))
+    "policy_hash", "method_version", "seed", "status", "decoding", "tool_mode",
+    "completion_digest", "n_model_calls", "rule_ids", "stop_rule_ids",
+    "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate", "invalid_tool_rate",
+    "truncated_rate"))

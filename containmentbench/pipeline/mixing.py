@@ -53,13 +53,15 @@ def check_traces(root: str | Path) -> None:
 
 
 def check_metrics(path: str | Path) -> None:
-    """One model and one backend in a metrics table, or a one-line error."""
+    """One model, backend, decoding and tool mode in a metrics table, or a one-line error
+    (sampled and greedy, or constrained and free, results are never pooled)."""
+    cols = ["model", "backend", "decoding", "tool_mode"]
     try:
-        t = pq.read_table(path, columns=["model", "backend"])
+        t = pq.read_table(path, columns=cols)
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
-        raise BenchError(f"not a metrics table with model and backend columns ({exc})",
+        raise BenchError(f"not a metrics table with {', '.join(cols)} columns ({exc})",
                          file=str(path)) from None
-    for col in ("model", "backend"):
+    for col in cols:
         vals = sorted(set(t.column(col).to_pylist()))
         if len(vals) > 1:
             raise BenchError(f"refusing to pool: {len(vals)} {col}s in one metrics table "

@@ -160,16 +160,32 @@ class Report:
     # ------------------------------------------------------------------ pages
 
     def index(self) -> None:
+        from containmentbench.analysis.tables import Context
+
         df = self.df
+        ctx = Context(df)
         defenses = sorted(set(df["defense"].to_list()))
+        package = self._provenance()
+        exposure = ("no rollout with untrusted content" if ctx.exposure is None else
+                    f"{ctx.exposure:.3f} of {ctx.exposed_n} rollouts with untrusted content "
+                    f"showed it to the model")
         body = ["<h2>Overview</h2>", H.table(["field", "value"], [
             ["study", ", ".join(sorted(set(df["study"].to_list())))],
             ["models", ", ".join(sorted(set(df["model"].to_list())))],
             ["backends", ", ".join(sorted(set(df["backend"].to_list())))],
+            ["what the rows are", SIM_NOTE if ctx.sim else
+             f"results of {ctx.models} only, from its own traces"],
+            ["decoding", ctx.decoding_text],
+            ["tool mode", ", ".join(ctx.tool_modes)],
+            ["exposure", exposure],
+            *([["model package", package]] if package else []),
             ["rollouts", df.height], ["defenses", ", ".join(defenses)],
             ["stages", ", ".join(s for s in STAGES if s in set(df["stage"].to_list()))],
             ["seeds", ", ".join(map(str, sorted(set(df["seed"].to_list()))))],
             ["errored rollouts (never outcomes)", int((df["status"] == "error").sum())]])]
+        head = self.run.path / "tables" / "headline.parquet"
+        if head.exists():
+            body.append('<h2 id="headline">Headline</h2>' + self._table_html(head))
         audit = self.run.path / "tables" / "table28_integrity_audit.parquet"
         if audit.exists():
             a = pl.read_parquet(audit)
@@ -178,7 +194,7 @@ class Report:
                 f'<span class="{"fail" if s == "fail" else "ok"}">{n} {s}</span>'
                 for s, n in counts) + ' · ' + H.link("#t-table28_integrity_audit", "details")
                 + "</p>")
-        tables = _tables(self.run)
+        tables = [p for p in _tables(self.run) if p != head]
         body.append('<h2 id="tables">Tables</h2><nav class="toc">' + " ".join(
             H.link(f"#t-{p.stem}", p.stem) for p in tables) + "</nav>")
         body += [self._table_html(p) for p in tables]
@@ -198,6 +214,24 @@ class Report:
                         "</figcaption></figure>")
         body.append('<h2 id="record">Seed and version record</h2>' + self.record())
         self._emit("index.html", H.page("Study report", "".join(body), sim_note=self.note))
+
+    def _provenance(self) -> str | None:
+        """The packaged model's provenance from the run's config (models/weights.py)."""
+        import yaml
+
+        cfg = self.run.path / "config.yaml"
+        if not cfg.exists():
+            return None
+        from containmentbench.models.weights import provenance
+
+        path = (yaml.safe_load(cfg.read_text()) or {}).get("model", {}).get("path")
+        prov = provenance(path)
+        if prov is None:
+            return None
+        who = "a third-party repackaging" if prov["third_party"] else "the model's own release"
+        dists = ", ".join(f"{k} {v}" for k, v in sorted(prov["distributions"].items()))
+        return (f"{prov['path']}: {prov['model']}, GGUF '{prov['gguf_name']}', sha256 "
+                f"{prov['sha256']}, {who} ({dists})")
 
     def record(self) -> str:
         cfg = self.run.path / "config.yaml"

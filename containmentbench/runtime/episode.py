@@ -24,6 +24,7 @@ are counted apart (``n_prefilled``) and no ``model_call`` precedes them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,6 +163,7 @@ class Episode:
                        "invalid_tool": 0, "parse_error": 0, "model_calls": 0, "truncated": 0,
                        "repeated_calls": 0, "prefilled": 0}
         self.tokens = [0, 0]
+        self.said = hashlib.sha256()   # completion_digest (trace/schema.py)
         self.latencies: list[float] = []  # per model call (timings table, never hashed)
         self.finished = False
         self._start()
@@ -279,6 +281,8 @@ class Episode:
         self.tokens[0] += completion.prompt_tokens
         self.tokens[1] += completion.completion_tokens
         self.latencies.append(completion.latency_s)
+        self.said.update(canonical_json([a.instance, completion.text,
+                                         completion.finish_reason]).encode())
         record = call_record(completion)
         if completion.error is not None:
             self.rec.add("model_call", agent=a, flows=self._context_flows(a),

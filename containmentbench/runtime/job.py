@@ -46,9 +46,14 @@ def is_context_overflow(error: str | None) -> bool:
 
 
 def shard_record(data: dict[str, Any], s: Shard) -> bytes:
-    return (canonical_json({"shard": s.id, "key": shard_key(data, s), "run_key": run_key(data),
-                            "model": model_label(data), "study": data["study"]["name"]})
-            + "\n").encode()
+    from containmentbench.models.weights import provenance
+
+    rec = {"shard": s.id, "key": shard_key(data, s), "run_key": run_key(data),
+           "model": model_label(data), "study": data["study"]["name"]}
+    prov = provenance(data["model"].get("path"))
+    if prov is not None:  # a packaged model: what was loaded, and who packaged it
+        rec["model_provenance"] = prov
+    return (canonical_json(rec) + "\n").encode()
 
 
 def shard_is_current(data: dict[str, Any], s: Shard) -> bool:

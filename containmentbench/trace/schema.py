@@ -143,6 +143,10 @@ ROLLOUTS = pa.schema([
     pa.field("n_prefilled", pa.int32(), nullable=False),    # prefilled steps (not model actions)
     pa.field("decoding", _str, nullable=False),            # canonical JSON (config/decoding.py)
     pa.field("tool_mode", _str, nullable=False),           # prompt | native | constrained
+    # sha256 of what the model said (agent instance, text and finish reason of every model
+    # call, in order): two seeds of one scenario and defense gave distinct traces iff these
+    # differ (Table 26 and every interval report it)
+    pa.field("completion_digest", _str, nullable=False),
     pa.field("prompt_tokens", pa.int64(), nullable=False),
     pa.field("completion_tokens", pa.int64(), nullable=False),
     pa.field("env_diff", _str, nullable=False),            # canonical JSON environment diff

@@ -19,6 +19,7 @@ from containmentbench.analysis import paired, tables
 from containmentbench.analysis.bootstrap import cluster_bootstrap, pair_bootstrap
 from containmentbench.analysis.paired import Settings, compare
 from containmentbench.metrics.schema import METRICS, STAGE_SCOPE
+from tests.conftest import ROLLOUT_MEASUREMENT
 
 DEFENSES = ("none", "tool_boundary", "intent_ledger_v2")
 STAGES = ("security", "active_tainted", "clean")
@@ -34,7 +35,8 @@ def _row(rng, stage, scen, defense, seed, rid):
                topology="single", memory_mode="none", study="meta", suite="meta",
                model="sim:default", backend="sim", defense=defense, policy_hash="h",
                method_version="v", seed=seed, status="ok", n_model_calls=3, rule_ids=[],
-               stop_rule_ids=[])
+               stop_rule_ids=[], decoding=ROLLOUT_MEASUREMENT["decoding"], tool_mode="prompt",
+               completion_digest=f"{scen}/{defense}/{seed}")
     for f in METRICS:
         if row[f.name] is not None or f.name in ("carrier", "attack_goal", "agent_profile"):
             continue

@@ -15,6 +15,7 @@ from containmentbench.attacks import funnel as F
 from containmentbench.metrics import definitions as M
 from containmentbench.metrics.compute import rollout_row
 from containmentbench.trace.recorder import Recorder
+from tests.conftest import ROLLOUT_MEASUREMENT
 from tests.metrics.test_definitions import ATT, TB
 
 PAYLOAD = "taint:src-sm-sec-0001-doc6"
@@ -165,7 +166,7 @@ def _row(scn, t: TB, status="ok"):
                           "carrier", "attack_goal", "study", "suite", "model", "backend",
                           "agent_profile", "policy_hash", "method_version")}
     r.update(scenario_id=scn.id, stage=scn.stage, defense="none", seed=1, status=status,
-             n_model_calls=2, env_diff="{}")
+             n_model_calls=2, env_diff="{}", **ROLLOUT_MEASUREMENT)
     return rollout_row(M.RolloutTrace(r, t.events, t.edges, scn))
 
 

@@ -11,7 +11,9 @@ from tests.conftest import run_cli
 
 def _metrics(path, model: str, backend: str = "sim"):
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"model": [model, model], "backend": [backend, backend]}), path)
+    pq.write_table(pa.table({"model": [model, model], "backend": [backend, backend],
+                             "decoding": ["{}", "{}"], "tool_mode": ["prompt", "prompt"]}),
+                   path)
     return path
 
 

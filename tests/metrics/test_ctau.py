@@ -17,6 +17,7 @@ from containmentbench.analysis import tables
 from containmentbench.metrics import definitions as M
 from containmentbench.metrics.compute import rollout_row
 from containmentbench.metrics.schema import METRICS
+from tests.conftest import ROLLOUT_MEASUREMENT
 
 from .test_definitions import ATT, TB
 
@@ -28,7 +29,8 @@ ROLLOUT_KEYS = ("rollout_id", "scenario_id", "cluster_id", "domain", "topology",
 def _rollout(scn, defense="rollback_v2", env_diff="{}", rid="r1"):
     r = {k: "x" for k in ROLLOUT_KEYS}
     r.update(rollout_id=rid, scenario_id=scn.id, stage=scn.stage, defense=defense, seed=1,
-             status="ok", n_model_calls=3, env_diff=env_diff, backend="sim")
+             status="ok", n_model_calls=3, env_diff=env_diff, backend="sim",
+             **ROLLOUT_MEASUREMENT)
     return r
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from containmentbench.metrics import definitions as M
 from containmentbench.metrics.compute import rollout_row
+from tests.conftest import ROLLOUT_MEASUREMENT
 
 ATT = "records-desk@external-review.local"
 
@@ -160,7 +161,8 @@ def test_error_rollout_has_null_outcomes(smoke):
         "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology",
         "memory_mode", "carrier", "attack_goal", "study", "suite", "model", "backend",
         "agent_profile", "defense", "policy_hash", "method_version", "seed")},
-        "stage": s.stage, "status": "error", "n_model_calls": 1, "env_diff": "{}"}
+        "stage": s.stage, "status": "error", "n_model_calls": 1, "env_diff": "{}",
+        **ROLLOUT_MEASUREMENT}
     row = rollout_row(tr)
     assert row["committed_harm"] is None and row["blast_radius_norm"] is None
     assert row["status"] == "error"
@@ -173,7 +175,7 @@ def test_stage_scoping_is_null_not_zero(smoke):
                                        "study", "suite", "model", "backend", "agent_profile",
                                        "defense", "policy_hash", "method_version")},
                   "seed": 1, "stage": "security", "status": "ok", "n_model_calls": 3,
-                  "env_diff": "{}"}
+                  "env_diff": "{}", **ROLLOUT_MEASUREMENT}
     row = rollout_row(tr)
     for col in ("authorized_tainted_action_success", "clean_benign_completion",
                 "recovery_success", "memory_reinfection", "false_positive_block_rate"):

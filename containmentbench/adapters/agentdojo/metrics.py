@@ -26,9 +26,13 @@ import pyarrow as pa
 from containmentbench.adapters.agentdojo import labels as _labels  # registers the table
 from containmentbench.errors import BenchError
 from containmentbench.metrics import definitions as M
-from containmentbench.metrics.compute import EVENT_COLS, read_shard, scope_to_stage
+from containmentbench.metrics.compute import (
+    EVENT_COLS,
+    measurement_row,
+    read_shard,
+    scope_to_stage,
+)
 from containmentbench.metrics.compute import compute_metrics as _compute
-from containmentbench.metrics.schema import OUTCOMES
 from containmentbench.trace.io import read_table
 
 _ = _labels
@@ -38,15 +42,8 @@ NOT_MAPPED = ("secret_leakage", "wrong_recipient", "memory_reinfection", "recove
 
 def rollout_row(t: M.RolloutTrace, lab: dict[str, Any]) -> dict[str, Any]:
     r = t.rollout
-    row: dict[str, Any] = {k: r[k] for k in (
-        "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
-        "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile",
-        "defense", "policy_hash", "method_version", "seed", "status")}
-    row["n_model_calls"] = r["n_model_calls"]
-    row["rule_ids"], row["stop_rule_ids"] = M.rule_ids(t)
-    row.update(M.parser_rates(t))
+    row = measurement_row(t)
     if r["status"] == "error":
-        row.update(dict.fromkeys(OUTCOMES))
         return row
     commits = [e for e in t.events if e["kind"] == "commit"]
     unauthorized = int(any(not e["ledger_match"] for e in commits))

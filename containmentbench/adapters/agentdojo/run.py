@@ -11,6 +11,7 @@ the adapter records it instead).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -214,6 +215,9 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "n_repeated_calls": _repeats(ev), "n_prefilled": 0,
         "decoding": canonical_json(dict(cfg.decoding) if cfg.decoding is not None else None),
         "tool_mode": "native",
+        "completion_digest": hashlib.sha256(b"".join(
+            canonical_json([e.get("agent_instance"), e.get("text"), e.get("finish_reason")])
+            .encode() for e in ev if e["kind"] == "model_call")).hexdigest(),
         "prompt_tokens": 0, "completion_tokens": 0, "env_diff": canonical_json(o.diff),
         "final_answer": o.final_answer,
     }
