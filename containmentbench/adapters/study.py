@@ -31,9 +31,20 @@ def adapter_config(data: dict[str, Any]) -> dict[str, Any]:
     if a["pipeline"] not in ("ground_truth", "backend"):
         raise BenchError("must be ground_truth or backend (the configured backend)",
                          field="study.adapter.pipeline")
-    if a["pipeline"] == "backend" and data["backend"]["name"] != "openai":
-        raise BenchError("the AgentDojo adapter serves models through an OpenAI-compatible "
-                         "endpoint: use backend=openai (e.g. vllm serve)", field="backend.name")
+    if a["pipeline"] == "backend":
+        b = data["backend"]
+        if b["name"] not in ("openai", "vllm"):
+            raise BenchError("the AgentDojo adapter serves a model with backend=vllm (the "
+                             "engine in the job) or backend=openai (an OpenAI-compatible "
+                             "server)", field="backend.name")
+        if b["name"] == "vllm" and not (b.get("options") or {}).get("tool_parser"):
+            raise BenchError("AgentDojo's pipeline takes the model's native tool calls: set "
+                             "vLLM's tool parser for the model (e.g. "
+                             "+backend.options.tool_parser=hermes for Qwen)",
+                             field="backend.options.tool_parser")
+        if b.get("tool_mode", "prompt") != "native":
+            raise BenchError("AgentDojo's pipeline calls tools natively: use "
+                             "backend.tool_mode=native", field="backend.tool_mode")
     for st in data["study"]["stages"]:
         if st not in ("clean", "security"):
             raise BenchError(f"stage '{st}' is not mapped by the AgentDojo adapter (clean, "

@@ -32,14 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = s.add_parser("agentdojo", help="one shard: an AgentDojo suite x defense x seed")
     a.add_argument("--suite", help="workspace | slack | banking | travel")
     a.add_argument("--pipeline", default="ground_truth",
-                   help="ground_truth (no model) or a backend name (openai: any "
-                        "OpenAI-compatible server)")
+                   help="ground_truth (no model), openai (any OpenAI-compatible server) or "
+                        "vllm (the engine in this process)")
     a.add_argument("--defense")
     a.add_argument("--seed", type=int)
     a.add_argument("--out", type=Path, required=True, help="shard output folder")
     a.add_argument("--study", default="adhoc")
-    a.add_argument("--model", default=None, help="served model name (with --pipeline openai)")
+    a.add_argument("--model", default=None, help="served model name (openai), or a model folder "
+                                                 "or pypi: package (vllm)")
     a.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    a.add_argument("--temperature", type=float, default=0.7,
+                   help="decoding of a served model (sent as given, seeded per request)")
+    a.add_argument("--top-p", type=float, default=0.95)
+    a.add_argument("--max-tokens", type=int, default=512)
     a.add_argument("--user-tasks", default=None, help="comma-separated user task ids")
     a.add_argument("--max-user-tasks", type=int, default=0, help="first N user tasks (0 = all)")
     a.add_argument("--injection-tasks", default=None, help="comma-separated injection task ids")
@@ -88,23 +93,37 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
         a = adapter_config(data)
         pol = load_policy(defense, data["defenses"])
         gt = a["pipeline"] == "ground_truth"
-        return RunSettings(data["study"]["name"], suite, pol, seed,
-                           "ground_truth" if gt else "backend", model_label(data),
-                           {"name": "ground_truth"} if gt else data["backend"], a["attack"])
+        if gt:
+            return RunSettings(data["study"]["name"], suite, pol, seed, "ground_truth",
+                               model_label(data), {"name": "ground_truth"}, a["attack"])
+        from containmentbench.runtime.job import backend_config
+
+        return RunSettings(data["study"]["name"], suite, pol, seed, "backend", model_label(data),
+                           data["backend"], a["attack"], decoding=dict(data["decoding"]),
+                           backend_config=backend_config(data))
     pol = load_policy(defense)
     if args.pipeline == "ground_truth":
         return RunSettings(args.study, suite, pol, seed, attack=args.attack,
                            native=not getattr(args, "no_native", False))
+    if args.pipeline not in ("openai", "vllm"):
+        raise BenchError(f"the AgentDojo adapter runs 'ground_truth' or a served model "
+                         f"('openai': an OpenAI-compatible server, 'vllm': the engine in this "
+                         f"process), not '{args.pipeline}'", field="pipeline")
     if not args.model:
-        raise BenchError("a served pipeline needs --model (the served model name)",
-                         field="model")
-    backend = {"name": args.pipeline, "temperature": 0.0,
-               "options": {"base_url": args.base_url}}
-    from containmentbench.adapters.agentdojo.pipelines import served_pipeline
+        raise BenchError("a served pipeline needs --model (the served model name, or a model "
+                         "folder / pypi: package for vllm)", field="model")
+    from containmentbench.models.base import BackendConfig
 
-    served_pipeline(backend, args.model, None, seed)  # validates the backend name
-    return RunSettings(args.study, suite, pol, seed, "backend", args.model, backend,
-                       args.attack, native=not args.no_native)
+    options = {"base_url": args.base_url} if args.pipeline == "openai" else \
+        {"tool_parser": "hermes", "max_model_len": 8192, "enforce_eager": True}
+    decoding = {"temperature": args.temperature, "top_p": args.top_p,
+                "max_tokens": args.max_tokens, "seed_policy": "replicates"}
+    config = BackendConfig(name=args.pipeline, model=args.model, max_tokens=args.max_tokens,
+                           temperature=args.temperature, top_p=args.top_p, options=options,
+                           tool_mode="native")
+    return RunSettings(args.study, suite, pol, seed, "backend", args.model,
+                       {"name": args.pipeline, "options": options}, args.attack,
+                       native=not args.no_native, decoding=decoding, backend_config=config)
 
 
 def _study(path: Path) -> dict[str, Any]:
@@ -158,8 +177,14 @@ def cmd_agentdojo(args: argparse.Namespace) -> int:
         users = eligible_from(json.loads(args.qualification.read_text()), suite, min_el)
     cfg = _settings(args, data, suite, defense, seed)
     specs = R.specs_for(suite, users, injections, cfg.attack, stages)
-    outs = R.run_specs(cfg, specs)
-    write_shard(args.out, R.shard_tables(cfg, outs))
+    from containmentbench.adapters.agentdojo.pipelines import close_served
+
+    try:
+        outs = R.run_specs(cfg, specs)
+        tables = R.shard_tables(cfg, outs)
+    finally:
+        close_served()
+    write_shard(args.out, tables)
     errors = sum(o.status == "error" for o in outs)
     print(f"wrote {args.out}: {len(outs)} AgentDojo rollouts ({suite}, {defense}, seed {seed}, "
           f"{cfg.pipeline}); {errors} errors", file=sys.stderr)
@@ -194,7 +219,12 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     args.pipeline, args.model, args.no_native = "ground_truth", None, False
     args.study, args.attack = "qualification", "direct"
     cfg = _settings(args, data, args.suite, "none", int(seeds[0]))
-    rec = qualify(cfg, users, seeds)
+    from containmentbench.adapters.agentdojo.pipelines import close_served
+
+    try:
+        rec = qualify(cfg, users, seeds)
+    finally:
+        close_served()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(f".{args.out.name}.tmp")
     tmp.write_text(canonical_json(rec) + "\n")

@@ -35,10 +35,7 @@ class GenerationRequest:
     """One chat completion request of one agent at one step of one episode."""
 
     request_id: str                    # stable: "<rollout_id>/<agent instance>/<step>"
-    # [{"role": "system"|"user"|"assistant"|"tool", "content": ...}]; an assistant turn may
-    # carry ``tool_calls`` and a ``tool`` turn ``tool_call_id`` (a prefilled first step in
-    # native mode, runtime.episode)
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, str]]     # [{"role": "system"|"user"|"assistant", "content": ...}]
     tools: list[dict[str, Any]]        # tool schemas (name, description, parameters)
     seed: int                          # per-request seed derived from the rollout seed
     max_tokens: int = 512

@@ -7,6 +7,11 @@ tool's own argument schema, or ``{"final_answer": "<text>"}``. The same schema g
 structured outputs (``StructuredOutputsParams(json=...)``) and, over HTTP, to the server's
 ``response_format`` (``{"type": "json_schema", ...}``), so both backends constrain alike.
 
+Properties keep the prompt's order (``tool`` before ``arguments``, a tool's parameters in
+their declared order): decoders such as xgrammar emit properties in schema order, and a
+schema whose keys were sorted made Qwen2.5-Coder-0.5B answer every first step with a final
+answer rather than start an action with ``{"arguments"``.
+
 Strings have length bounds, so a model that would otherwise loop inside a string cannot
 run to ``max_tokens`` unchecked (a completion cut at ``max_tokens`` is still recorded as
 ``truncated``, never as an action). Arguments carry no ``additionalProperties``, so the parser
@@ -52,13 +57,16 @@ def _schema(tools_json: str) -> str:
                     "properties": {"final_answer": {"type": "string", "minLength": 1,
                                                     "maxLength": MAX_FINAL}},
                     "required": ["final_answer"], "additionalProperties": False})
-    return json.dumps({"anyOf": options}, sort_keys=True)
+    # NOT sorted: structured-output decoders emit properties in schema order, and the model
+    # writes {"tool": ..., "arguments": ...} (the prompt's action format); sorted keys would
+    # force {"arguments" first and push a small model to the final-answer branch
+    return json.dumps({"anyOf": options})
 
 
 def action_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The JSON schema of one action over ``tools`` (the request's tool schemas: name,
     description, parameters) or a final answer."""
-    return json.loads(_schema(json.dumps(tools, sort_keys=True)))
+    return json.loads(_schema(json.dumps(tools)))  # key order kept (see _schema)
 
 
 def response_format(tools: list[dict[str, Any]]) -> dict[str, Any]:

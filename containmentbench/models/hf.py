@@ -103,31 +103,18 @@ def check_tool_mode(config: BackendConfig, tokenizer: Any, constrains: bool = Fa
 #: every role the runtime sends, in the order a multi-agent episode can produce them
 _PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
           {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
-#: native mode: a prefilled first step is an assistant tool call and its tool result
-_NATIVE_PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                 {"role": "assistant", "content": "", "tool_calls": [
-                     {"id": "prefill-1", "type": "function",
-                      "function": {"name": "read_messages", "arguments": {}}}]},
-                 {"role": "tool", "tool_call_id": "prefill-1", "content": "t"},
-                 {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
 
 
 def check_template(config: BackendConfig, tokenizer: Any) -> None:
     """Render a probe conversation once at load: a template that rejects a role (e.g. one
     without a system turn) is a one-line error before any rollout, not a crash mid-shard."""
-    probes = [("system/user/assistant roles", _PROBE, None)]
-    if config.tool_mode == "native":
-        probes.append(("a tool call and its result, as a prefilled first step", _NATIVE_PROBE,
-                       native_tools([{"name": "read_messages", "description": "d",
-                                      "parameters": {"type": "object", "properties": {}}}])))
-    for what, probe, tools in probes:
-        try:
-            tokenizer.apply_chat_template(probe, tools=tools, add_generation_prompt=True,
-                                          tokenize=False)
-        except Exception as exc:  # jinja2 TemplateError and friends (raise_exception)
-            msg = " ".join(str(exc).split())[:200]
-            raise BenchError(f"the chat template of '{config.model}' rejects the runtime's "
-                             f"conversation ({what}): {msg}", field="model") from None
+    try:
+        tokenizer.apply_chat_template(_PROBE, add_generation_prompt=True, tokenize=False)
+    except Exception as exc:  # jinja2 TemplateError and friends (raise_exception in templates)
+        msg = " ".join(str(exc).split())[:200]
+        raise BenchError(f"the chat template of '{config.model}' rejects the runtime's "
+                         f"conversation (system/user/assistant roles): {msg}",
+                         field="model") from None
 
 
 def render_prompt_ids(tokenizer: Any, request: GenerationRequest, tools_ok: bool = True

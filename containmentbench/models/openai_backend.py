@@ -51,6 +51,7 @@ from typing import Any
 
 import httpx  # the `openai` extra; light, and a missing one is reported by make_backend
 
+from containmentbench.canonical import canonical_json
 from containmentbench.errors import BenchError
 from containmentbench.models.base import (
     TOOL_MODES,
@@ -274,8 +275,8 @@ class OpenAIBackend:
 
 
 def _http_message(m: dict[str, Any]) -> dict[str, Any]:
-    """A runtime message as the OpenAI API wants it: tool-call arguments as a JSON string
-    (chat templates take them as objects)."""
+    """A chat message as the OpenAI API wants it: tool-call arguments as a JSON string (chat
+    templates, and the adapter's AgentDojo conversations, hold them as objects)."""
     calls = m.get("tool_calls")
     if not calls:
         return m
@@ -297,20 +298,23 @@ def _parse_completion(text: str) -> Completion:
         return Completion(text="", error=f"malformed response: {_short(text)}")
     content = message.get("content") or ""
     calls = message.get("tool_calls") or []
-    if calls:  # a server that emitted structured calls anyway: keep them as JSON text
-        rendered = []
+    native = None
+    if calls:  # structured calls: kept as JSON text for our parser, and as the server's parse
+        rendered, parsed = [], []
         for call in calls:
             fn = call.get("function") or {}
             args = fn.get("arguments")
             with contextlib.suppress(ValueError):  # keep unparsable arguments as text
                 args = json.loads(args) if isinstance(args, str) else args
             rendered.append(json.dumps({"tool": fn.get("name"), "args": args}, sort_keys=True))
+            parsed.append({"name": fn.get("name"), "arguments": args})
         content = "\n".join([content, *rendered]) if content else "\n".join(rendered)
+        native = canonical_json(parsed)
     usage = data.get("usage") or {}
     return Completion(text=content,
                       prompt_tokens=int(usage.get("prompt_tokens") or 0),
                       completion_tokens=int(usage.get("completion_tokens") or 0),
-                      finish_reason=choice.get("finish_reason"))
+                      finish_reason=choice.get("finish_reason"), native_calls=native)
 
 
 def _retry_after_s(value: str | None) -> float:

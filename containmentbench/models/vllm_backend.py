@@ -101,11 +101,6 @@ class VLLMBackend:
             trust_remote_code=bool(opts["trust_remote_code"]))
         check_tool_mode(config, tokenizer, constrains=True)
         check_template(config, tokenizer)
-        self._structured = None
-        if config.tool_mode == "constrained":
-            from vllm.sampling_params import StructuredOutputsParams
-
-            self._structured = StructuredOutputsParams
         cpu = on_cpu_build()
         if cpu:
             os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
@@ -157,9 +152,11 @@ class VLLMBackend:
     def sampling_params(self, request: GenerationRequest) -> Any:
         extra: dict[str, Any] = {}
         if request.tool_mode == "constrained":
+            from vllm.sampling_params import StructuredOutputsParams
+
             from containmentbench.models.constrained import action_schema
 
-            extra["structured_outputs"] = self._structured(json=action_schema(request.tools))
+            extra["structured_outputs"] = StructuredOutputsParams(json=action_schema(request.tools))
         return self._sampling_params(
             n=1,
             seed=int(request.seed),

@@ -16,10 +16,13 @@ at its Nth identical call (recorded as its failed final answer; rollout status
 Prefilled first step (a scenario's ``prefill``, the exposed suites of ``scenarios/generator``):
 before the entry agent's first model call of a session, the runtime takes the listed read
 for it -- the same gateway binding, proposal (``origin: prefill``), policy decision and tool
-result as any call -- and the agent's context holds that call and its observation, as in
-InjecAgent's and AgentDojo's injection-in-tool-output setting. The untrusted carrier thus
-reaches the model in its first observation. Prefilled proposals are not model actions: they
-are counted apart (``n_prefilled``) and no ``model_call`` precedes them.
+result as any call -- and the result is attached to the user's request (one user turn: the
+goal, then the observation), as in AgentDojo's injection-in-tool-output setting. The
+untrusted carrier thus reaches the model in its first observation in every tool mode, and
+there is no scripted assistant action for a small model to copy (a first design put the read
+in the context as the agent's own call; Qwen2.5-Coder-0.5B then repeated it until stopped).
+Prefilled proposals are not model actions: they are counted apart (``n_prefilled``) and no
+``model_call`` precedes them.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ class AgentRun:
     tainted_text: TextIndex = field(default_factory=TextIndex)
     sim: dict[str, Any] = field(default_factory=dict)
     calls_seen: dict[str, int] = field(default_factory=dict)  # canonical call -> times proposed
-    reply_tool_call: str | None = None    # native prefill: the next observation answers it
+    attach_next: bool = False             # a prefill: the next observation joins the request
 
 
 class _Prefix:
@@ -192,27 +195,18 @@ class Episode:
         agent.messages.append({"role": "user", "content": goal})
         agent.inbox.append((seq, goal))
         self.active = agent
-        for k, step in enumerate(x for x in self.s.prefill
-                                 if x.session == n and x.agent == entry["id"]):
-            self._prefill(agent, seq, step.tool, dict(step.args), k + 1)
+        for step in self.s.prefill:
+            if step.session == n and step.agent == entry["id"]:
+                self._prefill(agent, seq, step.tool, dict(step.args))
 
-    def _prefill(self, a: AgentRun, goal_seq: int, tool: str, args: dict[str, Any],
-                 k: int) -> None:
+    def _prefill(self, a: AgentRun, goal_seq: int, tool: str, args: dict[str, Any]) -> None:
         """The scenario's prefilled read, taken for the agent before its first model call
-        (module docstring): the call joins its context as its own first action, in the tool
-        mode's format, and the result as its first observation."""
-        if self.cfg.tool_mode == "native":
-            call_id = f"prefill-{k}"
-            a.messages = [*a.messages, {"role": "assistant", "content": "", "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": tool, "arguments": args}}]}]
-            a.reply_tool_call = call_id
-        else:
-            a.messages = [*a.messages, {"role": "assistant",
-                                        "content": prompts.action_text(tool, args)}]
+        (module docstring): the result joins the user's request, so the carrier is in the
+        model's first observation without a scripted action for it to copy."""
         self.counts["prefilled"] += 1
+        a.attach_next = True
         self._execute(a, goal_seq, tool, args, origin="prefill")
-        a.reply_tool_call = None
+        a.attach_next = False
 
     def _spawn(self, spec: Mapping[str, Any], parent: AgentRun | None,
                links: list[tuple[int, str]]) -> AgentRun:
@@ -344,12 +338,12 @@ class Episode:
 
     def _observe(self, a: AgentRun, seq: int, text: str) -> None:
         a.inbox.append((seq, text))
-        if a.reply_tool_call is not None:  # a native prefill's result answers its call
-            msg = {"role": "tool", "tool_call_id": a.reply_tool_call, "content": text}
-            a.reply_tool_call = None
+        if a.attach_next:  # a prefilled read: its result is part of the user's request
+            last = a.messages[-1]
+            a.messages = [*a.messages[:-1], {**last, "content": f"{last['content']}\n\n{text}"}]
+            a.attach_next = False
         else:
-            msg = {"role": "user", "content": text}
-        a.messages = [*a.messages, msg]
+            a.messages = [*a.messages, {"role": "user", "content": text}]
         if is_tainted(self.rec.labels[seq]):
             a.tainted_text.add(text)
 

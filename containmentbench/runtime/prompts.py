@@ -59,11 +59,6 @@ def tool_schemas(tools: tuple[str, ...]) -> tuple[dict, ...]:
     return tuple(TOOLS[t].schema() for t in tools)
 
 
-def action_text(tool: str, args: dict) -> str:
-    """One action in our JSON action format (a prefilled step in prompt/constrained mode)."""
-    return json.dumps({"tool": tool, "arguments": args}, sort_keys=True)
-
-
 def truncated(max_tokens: int) -> str:
     return (f"TRUNCATED: your reply was cut at the {max_tokens}-token limit and was not "
             f"executed. Reply with one short action.")

@@ -104,43 +104,78 @@ def test_parity_verb_reports_counts(tmp_path, capsys):
     assert "workspace: parity" in capsys.readouterr().err
 
 
+class _ScriptedServed:
+    """A served model for the adapter (the ModelBackend API): first two native calls, then an
+    answer; it keeps every request it saw."""
+
+    name = "scripted"
+    seed_supported = True
+
+    def __init__(self) -> None:
+        self.requests = []
+
+    def generate(self, reqs):
+        from containmentbench.canonical import canonical_json
+        from containmentbench.models.base import Completion
+
+        out = []
+        for r in reqs:
+            self.requests.append(r)
+            if not any(m["role"] == "assistant" for m in r.messages):
+                calls = [{"name": "get_most_recent_transactions", "arguments": {"n": 5}},
+                         {"name": "send_money", "arguments": {
+                             "recipient": "US133000000121212121212", "amount": 1.0,
+                             "subject": "s", "date": "2022-01-01"}}]
+                out.append(Completion("<tool_call>...</tool_call>", 100, 20,
+                                      finish_reason="stop", native_calls=canonical_json(calls),
+                                      tool_mode="native", prompt_hash="h"))
+            else:
+                out.append(Completion("done", 120, 2, finish_reason="stop",
+                                      native_calls="[]", tool_mode="native", prompt_hash="h"))
+        return out
+
+    def close(self):
+        pass
+
+
 def test_served_pipeline_goes_through_the_gateway(monkeypatch):
-    """AgentDojo's tool-calling pipeline with a scripted model in place of the server: every
-    assistant message is a model_call, every tool call a linked proposal."""
-    from agentdojo.agent_pipeline.llms import openai_llm
-    from agentdojo.functions_runtime import FunctionCall
-    from agentdojo.types import ChatAssistantMessage, text_content_block_from_string
+    """AgentDojo's tool-calling pipeline with our model element: every assistant message is a
+    model_call with the call's record, every tool call a linked proposal, and every request
+    carries the study's decoding and a per-request seed that does not depend on the defense
+    (so native and adapter runs draw alike)."""
+    from containmentbench.models.base import BackendConfig
 
-    def scripted(self, query, runtime, env=None, messages=(), extra_args=None):
-        n = sum(1 for m in messages if m["role"] == "assistant")
-        if n == 0:
-            msg = ChatAssistantMessage(role="assistant", content=None, tool_calls=[
-                FunctionCall(function="get_most_recent_transactions", args={"n": 5}, id="x1"),
-                FunctionCall(function="send_money", args={
-                    "recipient": "US133000000121212121212", "amount": 1.0,
-                    "subject": "s", "date": "2022-01-01"}, id="x2")])
-        else:
-            msg = ChatAssistantMessage(role="assistant", tool_calls=None,
-                                       content=[text_content_block_from_string("done")])
-        return query, runtime, env, [*messages, msg], extra_args or {}
-
-    monkeypatch.setattr(openai_llm.OpenAILLM, "query", scripted)
-    backend = {"name": "openai", "temperature": 0.0,
-               "options": {"base_url": "http://127.0.0.1:9/v1"}}
+    served = _ScriptedServed()
+    monkeypatch.setattr(R, "served_backend", lambda config: served)
     spec = T.task_spec("banking", "user_task_0", None, "direct")
+    decoding = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 300, "seed_policy": "replicates"}
     rows = {}
     for d in ("none", "intent_ledger_v2"):
-        cfg = R.RunSettings("t", "banking", load_policy(d), 1, "backend", "scripted", backend)
+        cfg = R.RunSettings("t", "banking", load_policy(d), 1, "backend", "scripted",
+                            {"name": "vllm"}, decoding=decoding,
+                            backend_config=BackendConfig("vllm", "scripted", tool_mode="native"))
         o = R.run_adapter(cfg, spec)
         rows[d] = (o, R._label_row(cfg, o))
     o, lab = rows["none"]
     kinds = [e["kind"] for e in o.rec.events]
     assert o.status == "ok" and kinds.count("model_call") == 2 and kinds.count("proposal") == 2
+    calls = [e for e in o.rec.events if e["kind"] == "model_call"]
+    assert calls[0]["finish_reason"] == "stop" and calls[0]["call_prompt_tokens"] == 100
     assert lab["linkage_complete"] and lab["parity_applicable"] and lab["parity"]
     o2, lab2 = rows["intent_ledger_v2"]
     dec = [e for e in o2.rec.events if e["kind"] == "decision" and e["tool"] == "send_money"]
     assert dec[0]["decision"] == "block" and lab2["linkage_complete"]
     assert not lab2["parity_applicable"]  # the defense intervened
+    reqs = served.requests
+    assert {(r.temperature, r.max_tokens, r.tool_mode) for r in reqs} == {(0.7, 300, "native")}
+    # native run, adapter run (none), then intent_ledger_v2's: same task, seed and step ->
+    # same request seed whatever the defense (common random numbers)
+    first = [r.seed for r in reqs if not any(m["role"] == "assistant" for m in r.messages)]
+    assert len(first) == 4 and len(set(first)) == 1
+    assert reqs[1].messages[2]["tool_calls"][0]["function"]["name"] == \
+        "get_most_recent_transactions"
+    assert reqs[1].messages[3]["role"] == "tool"
+    assert {t["name"] for t in reqs[0].tools} >= {"send_money", "get_most_recent_transactions"}
 
 
 def test_metrics_check_event_numbering_of_adapter_shards(tmp_path):

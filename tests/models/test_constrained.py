@@ -59,12 +59,13 @@ def test_http_payload_carries_the_schema_and_no_tools():
         action_schema(list(tool_schemas(TOOLS)))
 
 
-def test_native_prefill_arguments_are_json_strings_over_http():
-    from containmentbench.models.openai_backend import _http_message
-
-    m = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "prefill-1", "type": "function",
-         "function": {"name": "read_document", "arguments": {"doc_id": "doc-3"}}}]}
-    out = _http_message(m)
-    assert out["tool_calls"][0]["function"]["arguments"] == '{"doc_id": "doc-3"}'
-    assert m["tool_calls"][0]["function"]["arguments"] == {"doc_id": "doc-3"}  # not mutated
+def test_properties_keep_the_prompts_order():
+    """Decoders emit properties in schema order: the action must start with "tool", as the
+    prompt's format does, and arguments follow the tool's declared parameter order."""
+    schema = action_schema(list(tool_schemas(TOOLS)))
+    send = next(o for o in schema["anyOf"] if o["properties"].get("tool", {}).get("enum")
+                == ["send_email"])
+    assert list(send["properties"]) == ["tool", "arguments"]
+    assert list(send["properties"]["arguments"]["properties"]) == ["to", "subject", "body", "cc"]
+    assert list(response_format(list(tool_schemas(TOOLS)))["json_schema"]["schema"]
+                ["anyOf"][0]["properties"]) == ["tool", "arguments"]

@@ -129,3 +129,90 @@ def test_top_p_reaches_the_sampler(tiny_model_dir, backend):
         assert backend.sampling_params(sampled).top_p == 0.5
     finally:
         backend.config = saved
+
+
+@requires_vllm
+def test_sampled_seeds_reproduce_in_batches_of_1_and_64(backend):
+    """The same seed gives the same bytes whether the request runs alone or in a batch of
+    64 (per-request sampler seeds), and different seeds give different completions: sampled
+    seeds are replicates, greedy ones copies."""
+    reqs = [_request(f"b{i}", f"send_email to user{i % 5} about the report", seed=1000 + i,
+                     temperature=0.7, max_tokens=16) for i in range(64)]
+    batch = backend.generate(reqs)
+    alone = [backend.generate([r])[0] for r in reqs[:8]]
+    assert [c.text for c in alone] == [c.text for c in batch[:8]]
+    assert [c.completion_tokens for c in alone] == [c.completion_tokens for c in batch[:8]]
+    same_prompt = [_request(f"s{i}", "send_email to user0 about the report", seed=i,
+                            temperature=0.7, max_tokens=16) for i in range(8)]
+    texts = [c.text for c in backend.generate(same_prompt)]
+    assert len(set(texts)) > 1  # seeds change a sampled completion
+    greedy = [_request(f"g{i}", "send_email to user0 about the report", seed=i,
+                       max_tokens=16) for i in range(4)]
+    assert len({c.text for c in backend.generate(greedy)}) == 1  # greedy ignores the seed
+
+
+@requires_vllm
+def test_cut_completion_reports_length(backend):
+    out = backend.generate([_request("cut", "please write a long report " * 3,
+                                     temperature=1.0, max_tokens=2)])[0]
+    assert out.completion_tokens == 2 and out.finish_reason == "length"
+
+
+@requires_vllm
+def test_constrained_mode_emits_only_valid_actions(backend):
+    """Even random weights produce one valid action or a final answer under the action
+    schema (models/constrained.py), parsed as such by our parser; a reply cut at max_tokens
+    is the only other outcome, and it is recorded as truncated by the runtime."""
+    import json
+
+    import jsonschema
+
+    from containmentbench.models.constrained import action_schema
+    from containmentbench.parser import VALID_STATUSES, parse
+    from containmentbench.runtime.prompts import tool_schemas
+
+    names = ("send_email", "read_document", "memory_list")
+    tools = list(tool_schemas(names))
+    reqs = [GenerationRequest(f"c{i}", [{"role": "system", "content": "Act."},
+                                        {"role": "user", "content": f"task {i}"}],
+                              tools, seed=i, max_tokens=700, temperature=1.0,
+                              tool_mode="constrained") for i in range(12)]
+    out = backend.generate(reqs)
+    finished = [c for c in out if c.finish_reason != "length"]
+    assert finished, "every constrained completion ran to max_tokens"
+    for c in finished:
+        # the decoder's JSON grammar lets raw control characters into strings (random
+        # weights emit byte tokens): JSON strict about them rejects that, our parser repairs it
+        jsonschema.validate(json.loads(c.text, strict=False), action_schema(tools))
+        assert parse(c.text, names).status in VALID_STATUSES | {"final_answer"}
+
+
+@requires_vllm
+def test_bad_tool_mode_is_refused_before_the_engine_loads(tiny_model_dir, tmp_path,
+                                                         monkeypatch):
+    import json
+    import shutil
+
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from containmentbench.errors import BenchError
+
+    model = tmp_path / "no-tools"
+    shutil.copytree(tiny_model_dir, model)
+    plain = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>"
+             "\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = plain
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (model / "chat_template.jinja").write_text(plain)
+
+    def no_engine(*a, **k):
+        raise AssertionError("the engine was built before the tool mode was checked")
+
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", no_engine)
+    with pytest.raises(BenchError, match="does not render tools"):
+        make_backend(BackendConfig(name="vllm", model=str(model), tool_mode="native",
+                                   options=options()))
+    with pytest.raises(BenchError, match="unknown tool_mode"):
+        make_backend(BackendConfig(name="vllm", model=str(model), tool_mode="natve",
+                                   options=options()))

@@ -4,8 +4,6 @@ puts the untrusted carrier in the model's first observation."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from containmentbench.models.base import Completion
@@ -92,35 +90,27 @@ def test_identical_calls_are_counted_and_can_stop_an_agent(smoke):
 
 def test_prefill_puts_the_carrier_in_the_first_observation(exposed):
     done = Completion('{"final_answer": "Done."}', finish_reason="stop")
-    for s in exposed:
-        backend = _Replies(done)
-        ep = _run([s], backend)[0]
-        first = backend.requests[0].messages
-        step = s.prefill[0]
-        # system, goal, the prefilled call as the agent's own action, then its observation
-        assert [m["role"] for m in first] == ["system", "user", "assistant", "user"]
-        assert json.loads(first[2]["content"]) == {"tool": step.tool, "arguments": step.args}
-        assert first[3]["content"].startswith(f"OBSERVATION {step.tool}:")
-        ev = ep.rec.events
-        prop = next(e for e in ev if e["kind"] == "proposal")
-        assert prop["origin"] == "prefill" and prop["tool"] == step.tool
-        assert any(e["kind"] == "decision" and e["call_id"] == prop["call_id"] for e in ev)
-        call = next(e for e in ev if e["kind"] == "model_call")
-        if s.untrusted and s.stage != "clean":
-            # exposed by construction: the first model call carries the carrier's label
-            assert f"taint:{s.untrusted[-1]['source_id']}" in ep.rec.labels[call["seq"]]
-            assert s.untrusted[-1]["text"][:40] in first[3]["content"]
-        assert ep.counts["prefilled"] == 1 and ep.counts["proposals"] == 0
-
-
-def test_native_prefill_is_a_tool_call_and_its_result(exposed):
-    backend = _Replies(Completion('{"final_answer": "Done."}', finish_reason="stop"))
-    _run(exposed[:1], backend, RuntimeConfig(tool_mode="native"))
-    msgs = backend.requests[0].messages
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool"]
-    (call,) = msgs[2]["tool_calls"]
-    assert call["function"]["name"] == exposed[0].prefill[0].tool
-    assert msgs[3]["tool_call_id"] == call["id"]
+    for mode in ("prompt", "native"):
+        for s in exposed:
+            backend = _Replies(done)
+            ep = _run([s], backend, RuntimeConfig(tool_mode=mode))[0]
+            first = backend.requests[0].messages
+            step = s.prefill[0]
+            # one user turn: the goal, then the prefilled read's observation; no scripted
+            # assistant action for the model to copy
+            assert [m["role"] for m in first] == ["system", "user"]
+            goal, obs = first[1]["content"].split("\n\n", 1)
+            assert goal == s.goals[0] and obs.startswith(f"OBSERVATION {step.tool}:")
+            ev = ep.rec.events
+            prop = next(e for e in ev if e["kind"] == "proposal")
+            assert prop["origin"] == "prefill" and prop["tool"] == step.tool
+            assert any(e["kind"] == "decision" and e["call_id"] == prop["call_id"] for e in ev)
+            call = next(e for e in ev if e["kind"] == "model_call")
+            if s.untrusted and s.stage != "clean":
+                # exposed by construction: the first model call carries the carrier's label
+                assert f"taint:{s.untrusted[-1]['source_id']}" in ep.rec.labels[call["seq"]]
+                assert s.untrusted[-1]["text"][:40] in obs
+            assert ep.counts["prefilled"] == 1 and ep.counts["proposals"] == 0
 
 
 def test_sim_follows_prefilled_injections_and_traces_are_deterministic(exposed):

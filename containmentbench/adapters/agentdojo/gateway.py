@@ -121,11 +121,14 @@ def _runtime_class() -> type:
             return {p: ch for p, ch in sorted(self.diff.items()) if ch["pre"] != ch["post"]}
 
         # -- model steps -------------------------------------------------------------------
-        def model_step(self, text: str, parse_status: str | None = None) -> int:
-            """One assistant message: flows from every observation so far."""
+        def model_step(self, text: str, parse_status: str | None = None,
+                       **record: Any) -> int:
+            """One assistant message: flows from every observation so far; ``record``: the
+            call's fields of a ``model_call`` event (models.base.call_record) when a served
+            model made it."""
             self.step = self.rec.add("model_call", agent=self.agent, text=text,
                                      parse_status=parse_status,
-                                     flows=[(o, "context") for o in self.observed])
+                                     flows=[(o, "context") for o in self.observed], **record)
             return self.step
 
         def final_answer(self, text: str) -> None:

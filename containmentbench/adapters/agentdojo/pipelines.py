@@ -6,10 +6,11 @@
   it executes the injection task's ground truth. Clean runs are exactly AgentDojo's ground
   truth; attacked runs are the positive control of §6.4 (every reachable injection is
   followed), so a defense's effect is visible without a model.
-* a backend name (``openai``: any OpenAI-compatible server, e.g. ``vllm serve``): AgentDojo's
-  own tool-calling pipeline (system message, user query, model, tool-execution loop) with a
-  recording wrapper around the model element, so every assistant message is a ``model_call``
-  node. A provider error propagates and the rollout is recorded as an error, never as an
+* a served model (backend ``vllm``, the engine in the job, or ``openai``, any OpenAI-compatible
+  server): AgentDojo's own tool-calling pipeline (system message, user query, model,
+  tool-execution loop) with our model element (:func:`served_pipeline`): the study's decoding
+  and per-request seeds, every assistant message a ``model_call`` node with what the model
+  saw. A provider error propagates and the rollout is recorded as an error, never as an
   outcome (Appendix I).
 
 The same pipeline object runs natively (AgentDojo's ``FunctionsRuntime``) and through the
@@ -18,16 +19,16 @@ gateway; it reports model steps to the runtime only when the runtime records the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from containmentbench.errors import BenchError
 
-
-def _step(runtime: Any, text: str, status: str | None = None) -> None:
+def _step(runtime: Any, text: str, status: str | None = None,
+          record: Mapping[str, Any] | None = None) -> None:
     hook = getattr(runtime, "model_step", None)
     if hook is not None:
-        hook(text, status)
+        hook(text, status, **(record or {}))
 
 
 def ground_truth_follower(user_task: Any, injection_task: Any | None,
@@ -82,46 +83,122 @@ def ground_truth_follower(user_task: Any, injection_task: Any | None,
     return GroundTruthFollower()
 
 
-def served_pipeline(backend: Mapping[str, Any], model: str, guidance: str | None,
-                    seed: int) -> Any:
-    """AgentDojo's tool-calling pipeline against an OpenAI-compatible server."""
-    if backend["name"] != "openai":
-        raise BenchError(f"the AgentDojo adapter runs 'ground_truth' or an OpenAI-compatible "
-                         f"backend ('openai', e.g. vllm serve), not '{backend['name']}'",
-                         field="pipeline")
-    import openai
+#: one loaded backend per (backend, model, decoding) in a process: a vLLM engine is loaded
+#: once and serves every task of the shard, natively and through the gateway
+_SERVED: dict[str, Any] = {}
+
+
+def served_backend(config: Any) -> Any:
+    """The process's backend for ``config`` (a ``BackendConfig``), built once."""
+    from containmentbench.canonical import canonical_json
+    from containmentbench.models.base import make_backend
+
+    key = canonical_json({"name": config.name, "model": config.model,
+                          "top_p": config.top_p, "options": config.options})
+    if key not in _SERVED:
+        _SERVED[key] = make_backend(config)
+    return _SERVED[key]
+
+
+def close_served() -> None:
+    for b in _SERVED.values():
+        b.close()
+    _SERVED.clear()
+
+
+def _text(content: Any) -> str:
+    from agentdojo.types import get_text_content_as_str
+
+    return get_text_content_as_str(content) if content else ""
+
+
+def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """AgentDojo's conversation as chat messages: assistant turns with their ``tool_calls``
+    and ``tool`` turns with their results (AgentDojo's own OpenAI element sends the error
+    text in place of a failed call's result), so the model's chat template renders its own
+    tool-calling format."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m["role"]
+        if role == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": _text(m.get("content"))}
+            calls = m.get("tool_calls") or []
+            if calls:
+                msg["tool_calls"] = [{"id": c.id or f"call-{k}", "type": "function",
+                                      "function": {"name": c.function, "arguments": dict(c.args)}}
+                                     for k, c in enumerate(calls)]
+            out.append(msg)
+        elif role == "tool":
+            call = m.get("tool_call")
+            out.append({"role": "tool", "tool_call_id": m.get("tool_call_id")
+                        or (call.id if call is not None else None) or "call-0",
+                        "content": m.get("error") or _text(m.get("content"))})
+        else:
+            out.append({"role": role, "content": _text(m.get("content"))})
+    return out
+
+
+def tool_schemas(functions: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runtime's functions as tool schemas (name, description, JSON-schema parameters)."""
+    return [{"name": f.name, "description": f.description,
+             "parameters": f.parameters.model_json_schema()} for f in functions.values()]
+
+
+def served_pipeline(backend: Any, model: str, key: str, seed: int,
+                    decoding: Mapping[str, Any] | None, guidance: str | None) -> Any:
+    """AgentDojo's tool-calling pipeline (system message, user query, model, tool-execution
+    loop) with the model element replaced by ours: every request goes through our backend
+    (``vllm`` or ``openai``) with the study's decoding and a per-request seed derived from
+    (task, model, rollout seed, step) -- not AgentDojo's ``OpenAILLM``, which sends
+    ``temperature or NOT_GIVEN`` (a 0.0 becomes the server's default, so runs are sampled) and
+    no seed. Native and adapter runs of a task therefore draw the same tokens wherever the
+    defense did not intervene (§6.4 endpoint parity). Tool calls are the provider's own parse
+    (``Completion.native_calls``: the server's ``tool_calls``, or vLLM's tool parser); a
+    provider error raises, so the rollout is an error, never an outcome (Appendix I)."""
     from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline, load_system_message
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
     from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage
-    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
     from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
+    from agentdojo.functions_runtime import FunctionCall
+    from agentdojo.types import ChatAssistantMessage, text_content_block_from_string
 
-    from containmentbench.canonical import canonical_json
+    from containmentbench.canonical import canonical_json, stable_int
+    from containmentbench.models.base import GenerationRequest, call_record
 
-    opts = backend.get("options", {})
-    client = openai.OpenAI(base_url=opts.get("base_url"), api_key=opts.get("api_key", "EMPTY"),
-                           max_retries=int(opts.get("max_retries", 5)),
-                           timeout=float(opts.get("timeout_s", 120)))
-    llm = OpenAILLM(client, model, temperature=float(backend.get("temperature", 0.0)))
+    dec = dict(decoding or {"temperature": 0.7, "max_tokens": 512})
 
-    class Recording(BasePipelineElement):
-        name = model
+    class ServedModel(BasePipelineElement):
+        name = backend.name
 
         def query(self, query: str, runtime: Any, env: Any = None,
                   messages: Sequence[Any] = (), extra_args: dict | None = None) -> tuple:
-            out = llm.query(query, runtime, env, messages, extra_args or {})
-            last = out[3][-1]
-            calls = [{"function": c.function, "args": dict(c.args)}
-                     for c in (last.get("tool_calls") or [])]
-            text = "\n".join(b["content"] for b in (last.get("content") or [])
-                             if b.get("content"))
-            _step(runtime, canonical_json({"content": text, "tool_calls": calls}),
-                  "native_tool_call" if calls else "final_answer")
-            return out
+            step = sum(1 for m in messages if m["role"] == "assistant")
+            req = GenerationRequest(
+                request_id=f"{key}/seed={seed}/{step}", messages=chat_messages(messages),
+                tools=tool_schemas(runtime.functions),
+                seed=stable_int("agentdojo", key, model, seed, step) & 0x7FFFFFFF,
+                max_tokens=int(dec["max_tokens"]), temperature=float(dec["temperature"]),
+                tool_mode="native")
+            comp = backend.generate([req])[0]
+            if comp.error is not None:
+                raise RuntimeError(f"provider error: {comp.error}")
+            parsed = json.loads(comp.native_calls) if comp.native_calls else []
+            if isinstance(parsed, dict):  # the provider's parser failed on this text
+                raise RuntimeError(f"tool-call parser error: {parsed.get('error')}")
+            calls = [FunctionCall(function=c["name"], args=c["arguments"]
+                                  if isinstance(c["arguments"], dict) else {},
+                                  id=f"call-{step}-{k}") for k, c in enumerate(parsed)]
+            content = "" if calls else comp.text
+            _step(runtime, canonical_json({"content": comp.text, "tool_calls": [
+                {"function": c.function, "args": dict(c.args)} for c in calls]}),
+                  "native_tool_call" if calls else "final_answer", call_record(comp))
+            out = ChatAssistantMessage(role="assistant", tool_calls=calls or None,
+                                       content=[text_content_block_from_string(content)])
+            return query, runtime, env, [*messages, out], extra_args or {}
 
     system = load_system_message(None)
     if guidance:
         system = f"{system}\n\n{guidance}"
-    rec = Recording()
-    return AgentPipeline([SystemMessage(system), InitQuery(), rec,
-                          ToolsExecutionLoop([ToolsExecutor(), rec])])
+    element = ServedModel()
+    return AgentPipeline([SystemMessage(system), InitQuery(), element,
+                          ToolsExecutionLoop([ToolsExecutor(), element])])

@@ -25,7 +25,11 @@ from containmentbench.adapters.agentdojo import labels as L
 from containmentbench.adapters.agentdojo import tasks as T
 from containmentbench.adapters.agentdojo.clock import frozen_clock
 from containmentbench.adapters.agentdojo.gateway import make_runtime
-from containmentbench.adapters.agentdojo.pipelines import ground_truth_follower, served_pipeline
+from containmentbench.adapters.agentdojo.pipelines import (
+    ground_truth_follower,
+    served_backend,
+    served_pipeline,
+)
 from containmentbench.adapters.agentdojo.tools import BENCHMARK_VERSION
 from containmentbench.canonical import canonical_json, sha256_json, short_id
 from containmentbench.policies.base import Policy
@@ -49,13 +53,17 @@ class RunSettings:
     # the study's decoding block (config/decoding.py) for a served model; None for the
     # ground truth, which decodes nothing
     decoding: Mapping[str, Any] | None = None
+    # a served model's BackendConfig (models.base): vllm or openai; loaded once per process
+    backend_config: Any = None
 
     def make_pipeline(self, spec: T.TaskSpec) -> Any:
         if self.pipeline == "ground_truth":
             it = T.injection_task(spec.suite, spec.injection_id) if spec.injection_id else None
             return ground_truth_follower(T.user_task(spec.suite, spec.user_id), it,
                                          spec.injections)
-        return served_pipeline(self.backend, self.model, self.policy.prompt_guidance, self.seed)
+        return served_pipeline(served_backend(self.backend_config), self.model,
+                               spec.scenario_id, self.seed, self.decoding,
+                               self.policy.prompt_guidance)
 
 
 @dataclass
@@ -202,7 +210,7 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "backend": cfg.backend["name"] if cfg.pipeline != "ground_truth" else "ground_truth",
         "agent_profile": None, "defense": cfg.policy.name,
         "method_version": cfg.policy.method_version, "policy_hash": cfg.policy.policy_hash,
-        "parser_version": PARSER_VERSION, "seed": cfg.seed, "provider_seed_supported": False,
+        "parser_version": PARSER_VERSION, "seed": cfg.seed,
         "seed_record": canonical_json({"trace": cfg.seed, "attack": cfg.attack,
                                        "pipeline": cfg.pipeline}),
         "status": o.status, "error": o.error, "n_events": len(ev),
@@ -210,6 +218,8 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "n_commits": count("commit"),
         "n_blocked": sum(1 for e in ev if e["kind"] == "decision" and e["decision"] == "block"),
         "n_confirm": count("confirm_request"), "n_invalid_tool": 0, "n_parse_error": 0,
+        "provider_seed_supported": bool(cfg.backend_config is not None and getattr(
+            served_backend(cfg.backend_config), "seed_supported", False)),
         "n_truncated": sum(1 for e in ev if e["kind"] == "model_call"
                            and e.get("finish_reason") == "length"),
         "n_repeated_calls": _repeats(ev), "n_prefilled": 0,
@@ -218,7 +228,11 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "completion_digest": hashlib.sha256(b"".join(
             canonical_json([e.get("agent_instance"), e.get("text"), e.get("finish_reason")])
             .encode() for e in ev if e["kind"] == "model_call")).hexdigest(),
-        "prompt_tokens": 0, "completion_tokens": 0, "env_diff": canonical_json(o.diff),
+        "prompt_tokens": sum(e.get("call_prompt_tokens") or 0 for e in ev
+                             if e["kind"] == "model_call"),
+        "completion_tokens": sum(e.get("call_completion_tokens") or 0 for e in ev
+                                 if e["kind"] == "model_call"),
+        "env_diff": canonical_json(o.diff),
         "final_answer": o.final_answer,
     }
 
