@@ -15,7 +15,8 @@ did it cost?" and "was the interface measuring the model?":
 * valid tool calls and truncated completions: per model action (measurement validity, §6.2).
 
 Each mean (eq. 7) carries a scenario-cluster 95% percentile interval (§6.5: scenarios are
-resampled, all seeds of a resampled scenario kept), seeded from its (defense, quantity) key.
+resampled, all seeds of a resampled scenario kept), seeded from its (defense, quantity) key,
+and how many of a scenario's seeds gave distinct traces (``analysis.seeds``).
 Provider errors are not outcomes and are left out. The caption names the model, its decoding,
 tool mode and exposure, or says the rows are the simulated agent's.
 """
@@ -26,6 +27,7 @@ import polars as pl
 
 from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
+from containmentbench.analysis.seeds import distinct_traces
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
 
@@ -58,15 +60,20 @@ def headline(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | N
             sub = mine.filter(pl.col("stage").is_in(list(stages)) & pl.col(col).is_not_null())
             if sub.height == 0:
                 continue
+            seeds = distinct_traces(sub, []).row(0, named=True)
             rows.append({"defense": d, "quantity": label, "N": sub.height,
-                         "ci": cluster_ci(sub, col, s, pool, "headline", d, col, *stages)})
+                         "ci": cluster_ci(sub, col, s, pool, "headline", d, col, *stages),
+                         "n_seeds": seeds["n_seeds"],
+                         "distinct_traces": seeds["distinct_traces"]})
     frame = pl.DataFrame(resolve(rows), schema={
         "defense": pl.String, "quantity": pl.String, "N": pl.Int64, "mean": pl.Float64,
-        "ci_low": pl.Float64, "ci_high": pl.Float64}, orient="row")
+        "ci_low": pl.Float64, "ci_high": pl.Float64, "n_seeds": pl.Int64,
+        "distinct_traces": pl.Float64}, orient="row")
     return Table("headline", ctx.caption(
         "Headline per defense: exposure (the untrusted content reached a model call's "
         "context), the follow rate (a proposal equal to the injection's exact goal), "
         "committed harm (eq. 5) and policy blocks on the attacked stages, authorized (eq. 6) "
         "and clean completion, and the share of model actions that were valid tool calls or "
         "cut at max_tokens; means (eq. 7) with scenario-cluster 95% intervals (§6.5); provider "
-        "errors excluded."), frame)
+        "errors excluded; n_seeds and distinct_traces: seeds per scenario and how many of "
+        "them gave distinct traces."), frame)

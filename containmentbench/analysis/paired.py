@@ -189,11 +189,11 @@ def pair_context(df: pl.DataFrame, p: pl.DataFrame, a: str, b: str, metric: str,
                                 "completion_digest", "exposed", metric), stage, metric)
     rows = rows.filter(pl.col("defense").is_in([a, b])).join(
         p.select(*PAIR_KEYS, "stage").unique(), on=[*PAIR_KEYS, "stage"], how="semi")
-    d = distinct_traces(rows, [])
+    d = distinct_traces(rows, ["defense"])  # seeds of one scenario under one defense
     if d.height == 0:
         return None, None, None, None
     exp = [fmean(rows.filter(pl.col("defense") == x)["exposed"]) for x in (a, b)]
-    return int(d["n_seeds"][0]), d["distinct_traces"][0], *exp
+    return int(d["n_seeds"].max()), fmean(d["distinct_traces"]), *exp
 
 
 def pair_interval(w: Draws) -> Interval:

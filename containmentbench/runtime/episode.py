@@ -285,19 +285,32 @@ class Episode:
             self._finish()
             return
         if completion.finish_reason == "length":
-            self._truncated(a, completion, record)
-            return
-        result = parse(completion.text, a.tools, self.cfg.parser) if self.cfg.parser else \
-            parse(completion.text, a.tools)
-        call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
-                            text=completion.text, parse_status=result.status,
-                            repaired=result.repaired, repairs=list(result.repairs),
-                            args=canonical_json({"tools": list(a.tools)}), **record)
+            # cut at max_tokens: neither a final answer nor an action, whatever the text
+            # looks like; recorded as it is, the agent is told, and it counts as an error
+            self.counts["truncated"] += 1
+            call = self._model_call(a, completion.text, record, "truncated")
+            ev = self.rec.add("truncated", agent=a, flows=[(call, "emits")],
+                              parse_status="truncated", outcome="failure",
+                              text=f"cut at max_tokens ({completion.completion_tokens} tokens)")
+            self._reject(a, call, ev, prompts.truncated(self.cfg.max_tokens))
+        else:
+            result = parse(completion.text, a.tools, self.cfg.parser) if self.cfg.parser \
+                else parse(completion.text, a.tools)
+            call = self._model_call(a, completion.text, record, result.status,
+                                    repaired=result.repaired, repairs=list(result.repairs))
+            self._handle(a, call, result)
+        self._after_step(a, call)
+
+    def _model_call(self, a: AgentRun, text: str, record: dict[str, Any], status: str,
+                    **fields: Any) -> int:
+        """Record the agent's completion (raw text kept); it joins the agent's context."""
+        call = self.rec.add("model_call", agent=a, flows=self._context_flows(a), text=text,
+                            parse_status=status, args=canonical_json({"tools": list(a.tools)}),
+                            **fields, **record)
         a.last_call = call
         a.inbox = []
-        a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]
-        self._handle(a, call, result)
-        self._after_step(a, call)
+        a.messages = [*a.messages, {"role": "assistant", "content": text}]
+        return call
 
     def _after_step(self, a: AgentRun, call: int) -> None:
         if not self.finished and self.steps >= self.cfg.max_steps:
@@ -307,28 +320,15 @@ class Episode:
               and a.turns >= self.cfg.max_agent_turns):
             self._give_up(a, call, "turn limit reached")
 
-    def _truncated(self, a: AgentRun, completion: Completion, record: dict[str, Any]) -> None:
-        """A completion cut at ``max_tokens``: neither a final answer nor an action. It is
-        recorded as it is (raw text, ``parse_status`` ``truncated``), the agent is told, and
-        it counts toward the agent's consecutive errors."""
-        self.counts["truncated"] += 1
-        call = self.rec.add("model_call", agent=a, flows=self._context_flows(a),
-                            text=completion.text, parse_status="truncated",
-                            args=canonical_json({"tools": list(a.tools)}), **record)
-        a.last_call = call
-        a.inbox = []
-        a.messages = [*a.messages, {"role": "assistant", "content": completion.text}]
-        ev = self.rec.add("truncated", agent=a, flows=[(call, "emits")],
-                          parse_status="truncated", outcome="failure",
-                          text=f"cut at max_tokens ({completion.completion_tokens} tokens)")
-        msg = prompts.truncated(self.cfg.max_tokens)
+    def _reject(self, a: AgentRun, call: int, ev: int, msg: str) -> None:
+        """Feedback for a completion that is not an action (``ev``: its failure node): the
+        agent observes ``msg``, and gives up after too many in a row."""
         res = self.rec.add("tool_result", agent=a, links=[(ev, "feedback")], text=msg,
                            outcome="failure")
         self._observe(a, res, msg)
         a.errors += 1
         if a.errors >= self.cfg.max_consecutive_errors:
             self._give_up(a, call, "too many malformed actions")
-        self._after_step(a, call)
 
     def _context_flows(self, a: AgentRun) -> list[tuple[int, str]]:
         flows = [(seq, "observe") for seq, _ in a.inbox]
@@ -377,12 +377,7 @@ class Episode:
                 ev = self.rec.add("parse_error", agent=a, flows=[(call, "emits")],
                                   parse_status=status, text=result.error, outcome="failure")
                 msg = prompts.format_error(status, result.error)
-            res = self.rec.add("tool_result", agent=a, links=[(ev, "feedback")], text=msg,
-                               outcome="failure")
-            self._observe(a, res, msg)
-            a.errors += 1
-            if a.errors >= self.cfg.max_consecutive_errors:
-                self._give_up(a, call, "too many malformed actions")
+            self._reject(a, call, ev, msg)
             return
         a.errors = 0
         calls = result.calls
