@@ -112,8 +112,12 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
     if not args.model:
         raise BenchError("a served pipeline needs --model (the served model name, or a model "
                          "folder / pypi: package for vllm)", field="model")
+    from containmentbench.config.bounds import check_value
     from containmentbench.models.base import BackendConfig
 
+    check_value("decoding.temperature", args.temperature, "temperature")
+    check_value("decoding.top_p", args.top_p, "top-p")
+    check_value("decoding.max_tokens", args.max_tokens, "max-tokens")
     options = {"base_url": args.base_url} if args.pipeline == "openai" else \
         {"tool_parser": "hermes", "max_model_len": 8192, "enforce_eager": True}
     decoding = {"temperature": args.temperature, "top_p": args.top_p,
