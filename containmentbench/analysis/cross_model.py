@@ -28,6 +28,7 @@ from containmentbench.analysis.tables import SIM_NOTE, comparisons_frame
 from containmentbench.analysis.writers import Table, write
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 
 #: (metric, stages): the headline metric of each evidence stage (paper 000 Table 3 / 11)
 CROSS_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -107,7 +108,7 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
             "analysis": {k: analysis[k] for k in ("resamples", "confidence", "seed",
                                                   "max_batch_elements")},
             "simulated_agent": sim, "tables": sorted(p.name for p in written)}
-    _atomic_json(out / "analysis.json", info)
+    writer.write_json(out / "analysis.json", info, kind="analysis")
     freeze_cross(out, metrics)
     return info
 
@@ -115,7 +116,6 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
 def reproduce_cross(out: str | Path) -> dict[str, Any]:
     """Rebuild the cross-model tables from the models' metrics (paths and settings in
     ``analysis.json``) into a scratch folder and compare bytes with the frozen ones."""
-    import tempfile
 
     out = Path(out)
     info_path = out / "analysis.json"
@@ -127,7 +127,7 @@ def reproduce_cross(out: str | Path) -> dict[str, Any]:
                          file=str(info_path))
     metrics = [out / p for p in info["inputs"]]
     differ, compared = [], 0
-    with tempfile.TemporaryDirectory(prefix="cb-cross-") as tmp:
+    with writer.scratch_dir("cb-cross-") as tmp:
         cross_model(metrics, tmp, info["analysis"])
         for p in sorted((out / "tables").rglob("*")):
             if not p.is_file() or p.name.startswith("."):
@@ -139,28 +139,16 @@ def reproduce_cross(out: str | Path) -> dict[str, Any]:
     return {"compared": compared, "differ": differ}
 
 
-def _atomic_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def freeze_cross(out: Path, metrics: Sequence[str | Path]) -> dict[str, Any]:
     """``MANIFEST.json`` of the cross-model folder, in the form ``verify`` checks: sha256 of
-    every table and of ``analysis.json``, plus the input metrics tables' hashes."""
+    every table and of ``analysis.json``, plus the input metrics tables' hashes; sealed like
+    a run manifest (freeze counter, previous digest, one MAC with a key)."""
+    from containmentbench.freeze.manifest import CROSS_SCHEMA, seal
+
     files = {p.relative_to(out).as_posix(): sha256_file(p)
              for p in sorted((out / "tables").rglob("*")) if p.is_file()
-             and not p.name.startswith(".")}
+             and not any(part.startswith(".") for part in p.relative_to(out).parts)}
     files["analysis.json"] = sha256_file(out / "analysis.json")
-    manifest = {"schema": "containmentbench-cross-model-manifest/1", "files": files,
-                "inputs": {os.path.relpath(p, out): sha256_file(p) for p in metrics},
-                "scenario_manifests": {}}
-    from containmentbench.integrity.keys import load_key, sign_record
-
-    key = load_key(out)
-    if key is not None:  # keyed like a run manifest (integrity/keys.py)
-        manifest["auth"] = sign_record(key, {k: v for k, v in manifest.items()
-                                             if k != "files"}, files)
-    _atomic_json(out / "MANIFEST.json", manifest)
-    return manifest
+    return seal(Path(out), {"schema": CROSS_SCHEMA, "scenario_manifests": {},
+                            "inputs": {os.path.relpath(p, out): sha256_file(p)
+                                       for p in metrics}}, files)

@@ -29,6 +29,7 @@ from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_ci, resolve
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
+from containmentbench.integrity import writer
 
 _META_PNG = {"Software": None}
 _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
@@ -41,10 +42,11 @@ _Draw = Callable[[], "tuple[Table, plt.Figure]"]
 def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
     if ctx.sim:
         fig.text(0.5, 0.005, SIM_NOTE, ha="center", va="bottom", fontsize=6, style="italic")
-    out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=150, metadata=_META_PNG)
-    fig.savefig(paths[1], metadata=_META_PDF)
+    writer.write_bytes(paths[0], writer.figure_bytes(fig, "png", dpi=150, metadata=_META_PNG),
+                       kind="figures")
+    writer.write_bytes(paths[1], writer.figure_bytes(fig, "pdf", metadata=_META_PDF),
+                       kind="figures")
     plt.close(fig)
     return paths
 

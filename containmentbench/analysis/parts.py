@@ -17,7 +17,6 @@ changes exactly when a part's settings change, so a bootstrap setting never reru
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -39,6 +38,7 @@ from containmentbench.analysis.parallel import IntervalPool, pool_for, submit_ma
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
+from containmentbench.integrity import frozen, writer
 from containmentbench.metrics.schema import METRICS
 from containmentbench.progress import Progress
 
@@ -219,11 +219,7 @@ def write_part(part: str, data: Mapping[str, Any], metrics: str | Path,
                 "intervals": data["intervals"], "resamples": data["resamples"]}
     doc = {"part": part, "format": FORMAT, "metrics_sha256": sha256_file(Path(metrics)),
            "settings": _plain(settings_of(cfg, part)), "data": body}
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
-    os.replace(tmp, out)
+    writer.write_json(Path(out), doc, kind=part, indent=None)
 
 
 def read_part(part: str, path: str | Path, metrics: str | Path,
@@ -233,6 +229,7 @@ def read_part(part: str, path: str | Path, metrics: str | Path,
     path = Path(path)
     if not path.exists():
         raise BenchError(f"{part} part not found", file=str(path))
+    frozen.trusted(path)  # in a frozen study: the frozen or a verb-rebuilt cache, never an edit
     try:
         doc = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

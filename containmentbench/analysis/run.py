@@ -7,7 +7,6 @@ comparison naming a defense absent from the metrics is skipped and listed in
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from containmentbench.analysis.parts import (
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
+from containmentbench.integrity import frozen, writer
 
 MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
                 "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
@@ -57,6 +57,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
     t0 = time.perf_counter()
     out = Path(out)
+    frozen.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
+    writer.ensure_dir(out, "analysis")
     df = read_frame(metrics_path)
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
@@ -128,6 +130,6 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "simulated_agent": ctx.sim, "config": dict(cfg),
             "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}
-    (out / "analysis.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    writer.write_json(out / "analysis.json", info, kind="analysis")
     info["seconds"] = time.perf_counter() - t0
     return info

@@ -8,12 +8,12 @@ no writer embeds a timestamp.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
+
+from containmentbench.integrity import writer
 
 DECIMALS = 4
 
@@ -62,31 +62,24 @@ def latex(t: Table) -> str:
     return "\n".join(out) + "\n"
 
 
-def _atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+KIND = "tables"
 
 
 def write(t: Table, out_dir: Path) -> list[Path]:
-    """Write the four formats; returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    pq_path = out_dir / f"{t.name}.parquet"
-    tmp = pq_path.with_name(f".{pq_path.name}.tmp-{os.getpid()}")
+    """Write the four formats (integrity.writer: kind ``tables``); returns the paths."""
     # one chunk per column: the Parquet page layout (and so the bytes) must not depend on how
     # polars happened to chunk the frame
     arrow = t.frame.rechunk().to_arrow().combine_chunks().replace_schema_metadata(
         {b"caption": t.caption.encode()})
-    pq.write_table(arrow, tmp, compression="zstd")
-    os.replace(tmp, pq_path)
-    paths.append(pq_path)
     csv = t.frame.with_columns(
         [pl.col(c).list.join("; ") for c in t.frame.columns
          if t.frame[c].dtype == pl.List(pl.String)]).write_csv(float_precision=DECIMALS)
-    for suffix, data in (("csv", csv.encode()), ("md", markdown(t).encode()),
+    paths = []
+    writer.ensure_dir(Path(out_dir), KIND)
+    for suffix, data in (("parquet", writer.parquet_bytes(arrow, compression="zstd")),
+                         ("csv", csv.encode()), ("md", markdown(t).encode()),
                          ("tex", latex(t).encode())):
-        p = out_dir / f"{t.name}.{suffix}"
-        _atomic(p, data)
+        p = Path(out_dir) / f"{t.name}.{suffix}"
+        writer.write_bytes(p, data, kind=KIND)
         paths.append(p)
     return paths

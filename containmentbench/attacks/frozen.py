@@ -4,15 +4,13 @@
 A candidate's identity is ``sha256(canonical_json({strategy, template}))``; its file
 ``candidates/<sha256>.json`` is canonical JSON (so the same candidate always has the same
 bytes) and ``MANIFEST.json`` lists every file's own sha256. The folder is written once through
-integrity/outdir.py: an identical rerun keeps it, a different one is refused (never
+integrity/writer.py: an identical rerun keeps it, a different one is refused (never
 overwritten). :func:`load_frozen` re-checks every hash before a candidate is used.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -64,18 +62,14 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def write_frozen(out: Path, files: dict[str, bytes], force: bool = False) -> str:
-    from containmentbench.integrity.outdir import check_out, commit_dir, tmp_path
+    from containmentbench.integrity import writer
 
     out = Path(out)
-    check_out(out, KIND, force)
-    tmp = tmp_path(out)
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name, data in files.items():
-        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / name).write_bytes(data)
-        with open(tmp / name, "rb") as fh:
-            os.fsync(fh.fileno())
-    return commit_dir(tmp, out, KIND, force, identical=_same)
+    writer.check_out(out, KIND, force)
+    with writer.building_dir(out, KIND, force, identical=_same) as b:
+        for name, data in files.items():
+            b.put(name, data)
+    return b.result
 
 
 def load_frozen(folder: str | Path) -> list[dict[str, Any]]:

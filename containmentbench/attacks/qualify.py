@@ -21,8 +21,6 @@ qualification is recorded as ``eligible``, not run.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -131,21 +129,16 @@ def qualify(A: Adaptive, frozen: list[dict[str, Any]], search_log: dict[str, Any
 
 def write_qualification(out: Path, decision: dict[str, Any], rows: list[dict[str, Any]],
                         force: bool = False) -> str:
-    from containmentbench.integrity.outdir import check_out, commit_dir, tmp_path
+    from containmentbench.integrity import writer
 
     out = Path(out)
-    check_out(out, KIND, force)
-    tmp = tmp_path(out)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    (tmp / "qualification.json").write_text(
-        json.dumps(json.loads(canonical_json(decision)), indent=2, sort_keys=True) + "\n")
-    # canonical JSON lines rather than Parquet: byte-identical across library versions
-    (tmp / "rows.jsonl").write_text("".join(canonical_json(r) + "\n" for r in rows))
-    for p in tmp.iterdir():
-        with open(p, "rb") as fh:
-            os.fsync(fh.fileno())
-    return commit_dir(tmp, out, KIND, force, identical=_same)
+    writer.check_out(out, KIND, force)
+    with writer.building_dir(out, KIND, force, identical=_same) as b:
+        b.put_text("qualification.json", json.dumps(json.loads(canonical_json(decision)),
+                                                      indent=2, sort_keys=True) + "\n")
+        # canonical JSON lines rather than Parquet: byte-identical across library versions
+        b.put_text("rows.jsonl", "".join(canonical_json(r) + "\n" for r in rows))
+    return b.result
 
 
 def _same(a: Path, b: Path) -> bool:

@@ -13,12 +13,14 @@ other settings is refused rather than mixed.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from containmentbench.canonical import canonical_json, sha256_json
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
+
+KIND = "adaptive-querylog"
 
 LOG = "queries.jsonl"
 
@@ -33,7 +35,6 @@ class QueryLog:
         if self.path.exists() and self.path.stat().st_size:
             self._read()
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._append({"type": "header", "settings_sha256": self.digest,
                           "settings": settings})
 
@@ -41,9 +42,7 @@ class QueryLog:
         raw = self.path.read_bytes()
         lines = raw.split(b"\n")
         if lines and lines[-1]:  # a record cut by a crash mid-write: drop it (never counted)
-            with open(self.path, "r+b") as fh:
-                fh.truncate(len(raw) - len(lines[-1]))
-                os.fsync(fh.fileno())
+            writer.truncate_log(self.path, len(raw) - len(lines[-1]), kind=KIND)
         for n, line in enumerate(lines[:-1], start=1):
             try:
                 rec = json.loads(line)
@@ -65,10 +64,7 @@ class QueryLog:
                 raise BenchError(f"unknown record type '{kind}'", file=str(self.path), line=n)
 
     def _append(self, rec: dict[str, Any]) -> None:
-        with open(self.path, "ab") as fh:
-            fh.write((canonical_json(rec) + "\n").encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
+        writer.append_line(self.path, (canonical_json(rec) + "\n").encode("utf-8"), kind=KIND)
 
     def count(self, restart: int) -> int:
         """Target queries spent in a restart (distinct started keys)."""

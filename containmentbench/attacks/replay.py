@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -60,27 +59,11 @@ def build_suite(data: dict[str, Any], A: Adaptive, frozen: list[dict[str, Any]],
 
 def write_suite(data: dict[str, Any], records: dict[str, list[dict[str, Any]]], seed: int,
                 force: bool = False) -> str:
-    from containmentbench.integrity.outdir import check_out, commit_dir, tmp_path
-    from containmentbench.scenarios.manifest import render_suite, verify_suite
+    from containmentbench.scenarios.manifest import render_suite, verify_suite, write_suite_files
 
     out = suite_path(data)
-    check_out(out, "suite", force)
     files = render_suite(str(out), seed, records)
-    tmp = tmp_path(out)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for n, b in files.items():
-        (tmp / n).write_bytes(b)
-    problems = verify_suite(tmp)
-    if problems:
-        from containmentbench.errors import BenchError
-        shutil.rmtree(tmp)
-        raise BenchError(f"derived suite does not verify: {problems[0]}", file=str(out))
-
-    def same(a: Path, b: Path) -> bool:
-        return all((b / n).exists() and (a / n).read_bytes() == (b / n).read_bytes()
-                   for n in files)
-    return commit_dir(tmp, out, "suite", force, identical=same)
+    return write_suite_files(out, str(out), files, force, check=verify_suite)
 
 
 def replay_data(data: dict[str, Any], stages: list[str]) -> dict[str, Any]:
@@ -119,13 +102,11 @@ def run_replay(data: dict[str, Any], stages: list[str], quiet: bool = True) -> d
 
 
 def write_index(data: dict[str, Any], index: dict[str, Any]) -> Path:
-    from containmentbench.integrity.outdir import commit_file
+    from containmentbench.integrity import writer
 
     path = suite_path(data).parent / INDEX
-    tmp = path.with_name(f".{INDEX}.tmp")
-    tmp.write_text(json.dumps(json.loads(canonical_json(index)), indent=2, sort_keys=True)
-                   + "\n")
-    commit_file(tmp, path, force=False)
+    writer.write_json(path, json.loads(canonical_json(index)), kind="adaptive-index",
+                      once=True)
     return path
 
 

@@ -18,7 +18,6 @@ then sha256) are the search's result.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +155,7 @@ class Search:
 
 def write_result(out: Path, result: dict[str, Any], force: bool = False) -> str:
     """``candidates.json`` beside the log: kept when identical, never silently replaced."""
-    from containmentbench.integrity.outdir import commit_file
+    from containmentbench.integrity import writer
 
-    path = Path(out) / RESULT
-    tmp = path.with_name(f".{RESULT}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(json.loads(canonical_json(result)), indent=2, sort_keys=True)
-                   + "\n", encoding="utf-8")
-    return commit_file(tmp, path, force)
+    return writer.write_json(Path(out) / RESULT, json.loads(canonical_json(result)),
+                             kind="adaptive-search", force=force, once=True)

@@ -19,7 +19,6 @@ continuity"), so lineage survives exactly as far as the persisted state carries 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,10 +100,11 @@ class DCPG:
         return g
 
     def save(self, path: str | Path) -> Path:
+        from containmentbench.integrity import writer
+
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.to_json(), sort_keys=True))
-        os.replace(tmp, path)
+        writer.write_text(path, json.dumps(self.to_json(), sort_keys=True), kind="audit-state",
+                          sync=False)
         return path
 
     @classmethod

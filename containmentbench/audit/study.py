@@ -12,15 +12,12 @@ from its seed (``sim``); for other backends the implicit analysis is reported as
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from containmentbench.audit.auditor import (
     SinkAudit,
@@ -35,6 +32,7 @@ from containmentbench.audit.policy import AuditPolicy
 from containmentbench.audit.replay import Replayer
 from containmentbench.audit.tables import gap_rows, gap_table
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 from containmentbench.trace.io import by_rollout, read_table, shard_dirs
 
 EV_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "call_id", "tool", "args",
@@ -120,11 +118,23 @@ def sink_record(s: SinkAudit, v: dict[str, Any]) -> dict[str, Any]:
             "logged_node": s.logged_node, "logged_field": s.logged_field, "fides": s.fides}
 
 
+KIND = "audit"
+AUDIT_FILES = ("sinks.parquet", "rollouts.parquet", "dcpg.parquet", "summary.json")
+
+
+def check_audit_out(run_dir: str | Path, out: str | Path | None, force: bool = False) -> Path:
+    """The audit folder is new, empty or an earlier audit (in a frozen study only with
+    ``force``): checked before any work."""
+    out_dir = Path(out) if out else Path(run_dir) / "audit"
+    writer.check_out(out_dir, KIND, force, accept=("folder",))
+    for name in AUDIT_FILES:
+        writer.check_file(out_dir / name, KIND, force)
+    return out_dir
+
+
 def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
     t = pa.Table.from_pylist(rows, schema=schema)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(t, tmp, compression="zstd")
-    os.replace(tmp, path)
+    writer.write_bytes(path, writer.parquet_bytes(t, compression="zstd"), kind=KIND)
 
 
 SINKS = pa.schema([("rollout_id", pa.string()), ("stage", pa.string()),
@@ -148,7 +158,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                 out: str | Path | None = None, log: Any = sys.stderr,
                 judge: Any = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
-    out_dir = Path(out) if out else run_dir / "audit"
+    out_dir = check_audit_out(run_dir, out)
     t0 = time.perf_counter()
     dirs = trace_shards(run_dir)
     replayer_for = None
@@ -161,7 +171,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     # the later passes need is kept per rollout (sinks, graph JSON, committed sink calls; the
     # events themselves only for the judge)
     per: list[tuple[dict[str, Any], list[dict] | None, list[SinkAudit], str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="cb-dcpg-") as state:
+    with writer.scratch_dir("cb-dcpg-") as state:
         for d in dirs:
             for row, evs, eds in shard_rollouts(d):
                 g, sinks = collect(row, evs, eds, policy, state)
@@ -187,7 +197,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     t3 = time.perf_counter()
     sink_rows = [sink_record(s, verdict(s, th)) for _, _, ss, _, _ in per for s in ss]
     roll_rows = gap_rows(rows, sink_rows, replays)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    writer.ensure_dir(out_dir, KIND)
     _write_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
     _write_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
     _write_parquet(out_dir / "dcpg.parquet",
@@ -207,9 +217,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "judge_unparsed": judge.unparsed if judge is not None else 0,
                "simulated_agent": any(r["backend"] == "sim" for r in rows)}
     encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
-    tmp = out_dir / f".summary.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, out_dir / "summary.json")
+    writer.write_json(out_dir / "summary.json", summary, kind=KIND)
     print(f"audit: {len(rows)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
           f"attributed, {summary['replays']} replays; dcpg+tiers 1-2 {t1 - t0:.1f} s, "
           f"embeddings {t2 - t1:.1f} s ({encoded} texts encoded), replays "

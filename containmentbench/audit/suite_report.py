@@ -11,6 +11,7 @@ import polars as pl
 
 from containmentbench.analysis.writers import Table, write
 from containmentbench.audit.tables import SIM_NOTE, score_rows
+from containmentbench.integrity import writer
 
 _COLS = ("neurotaint_p", "neurotaint_r", "neurotaint_f1", "fides_p", "fides_r", "fides_f1")
 
@@ -87,6 +88,7 @@ def sweep_figure(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle("Threshold sweep (sim agent: harness validation)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    writer.write_bytes(path, writer.figure_bytes(fig, "png", dpi=110,
+                                                 metadata={"Software": None}), kind="tables")
     plt.close(fig)
     return path

@@ -38,6 +38,7 @@ import numpy as np
 
 from containmentbench.canonical import derive_rng
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 
 WORKFLOWS = ("W1", "W2", "W3")
 
@@ -198,6 +199,7 @@ def _run_chunk(args: tuple[GenParams, ChunkSpec, str, bool, bytes | None]
     from containmentbench.cim.synth import build_chunk
 
     p, spec, root, chain, key = args
+    writer.adopt(Path(root))  # a worker process writes into the store being built
     rel = partition_path(spec.workflow, spec.day, spec.bucket)
     events, side, stats = build_chunk(p, spec, tool_trace_coverage(p), rel)
     head = None
@@ -249,7 +251,7 @@ def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
     final, out = out, begin_store(out, force)
     chunks = plan(p)
     t0 = time.perf_counter()
-    writer = DelegationWriter(out)
+    dw = DelegationWriter(out)
     totals: dict[str, int] = {}
     tasks = [(p, c, str(out), chain, key) for c in chunks]
     heads: dict[str, str] = {}
@@ -262,7 +264,7 @@ def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
         results = pool.map(_run_chunk, tasks)
     try:
         for i, (side, res) in enumerate(results):
-            writer.write(side)
+            dw.write(side)
             stats = res["stats"]
             if res["head"] is not None:
                 heads[res["rel"]] = res["head"]
@@ -277,16 +279,16 @@ def generate(p: GenParams, out: Path, *, jobs: int = 1, chain: bool = False,
     finally:
         if pool is not None:
             pool.shutdown()
-    writer.close()
+    dw.close()
     seconds = time.perf_counter() - t0
     cov = tool_trace_coverage(p)
     write_manifest(out, seal_manifest({
         "producer": "cim generate", "params": asdict(p),
         "tool_trace_coverage": {t.name: round(float(c), 4) for t, c in zip(CATALOG, cov)},
-        "n_files": len(chunks), "n_delegations": writer.rows, **totals,
+        "n_files": len(chunks), "n_delegations": dw.rows, **totals,
         "chain": chain, "chain_heads": heads,
         "bytes_per_event": round(totals.get("bytes", 0) / max(totals.get("n_rows", 1), 1), 2)},
         event_files(out), key))
     finish_store(out, final, force)
-    return GenSummary(final, totals.get("n_rows", 0), writer.rows, len(chunks),
+    return GenSummary(final, totals.get("n_rows", 0), dw.rows, len(chunks),
                       totals.get("bytes", 0), seconds)

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from containmentbench.canonical import short_id
 from containmentbench.cim.schema import CIM_EVENTS, CIM_VERSION, conform
+from containmentbench.integrity import writer
 
 OPERATION = {"proposal": "execute_tool", "commit": "execute_tool", "delegate": "create_agent",
              "spawn": "create_agent", "message": "invoke_agent",
@@ -152,7 +153,6 @@ def from_otlp(doc: dict[str, Any]) -> pa.Table:
 
 
 def write_otlp(table: pa.Table, path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(to_otlp(table), separators=(",", ":"))
-    path.write_text(data)
+    writer.build_text(path, data)  # inside the store under construction (seal.py)
     return len(data)

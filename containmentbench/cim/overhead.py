@@ -13,14 +13,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from containmentbench.cim.project import EPOCH_US, TICK_US, TOOL_FAMILY, span_id_of, trace_id_of
 from containmentbench.cim.schema import (
@@ -30,6 +28,7 @@ from containmentbench.cim.schema import (
     conform,
     parquet_options,
 )
+from containmentbench.integrity import writer
 
 _COLS = CIM_EVENTS.names
 
@@ -167,9 +166,7 @@ def gateway_latency(n: int = 20_000, warmup: int = 2_000, flush_every: int = 4_0
 
 def parquet_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
     sub = table.select(list(names))
-    sink = io.BytesIO()
-    pq.write_table(sub, sink, **parquet_options(list(names)))
-    return sink.tell()
+    return len(writer.parquet_bytes(sub, **parquet_options(list(names))))
 
 
 def json_bytes(table: pa.Table, names: tuple[str, ...]) -> int:

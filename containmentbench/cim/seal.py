@@ -2,7 +2,7 @@
 ``cim verify-chain`` (paper 002 App. C.1, tamper-evident telemetry).
 
 A store is built in a hidden temporary sibling and put in place by
-:func:`containmentbench.integrity.outdir.commit_dir` (a folder that is not a store is never
+:func:`containmentbench.integrity.writer.commit_dir` (a folder that is not a store is never
 touched; an earlier store is replaced only with ``--force`` and kept aside). With a key the
 manifest's ``auth`` block authenticates its metadata and the list of events files with their
 chain heads, and the chain links are HMACs (chain.py).
@@ -17,8 +17,8 @@ from typing import Any
 from containmentbench.cim.chain import ChainBreak, verify_chain
 from containmentbench.cim.schema import CIM_VERSION
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 from containmentbench.integrity.keys import ALG, check_record, key_id, sign_record
-from containmentbench.integrity.outdir import check_out, clean_leftovers, commit_dir, tmp_path
 
 KIND = "cim-store"
 # manifest fields that hold wall-clock measurements (never part of "identical")
@@ -27,11 +27,7 @@ _TIMING = ("seconds", "events_per_s")
 
 def begin_store(out: Path, force: bool) -> Path:
     """Refuse a foreign --out before any work; return the empty temporary folder to fill."""
-    check_out(out, KIND, force)
-    clean_leftovers(out)
-    tmp = tmp_path(out)
-    tmp.mkdir(parents=True)
-    return tmp
+    return writer.begin_dir(out, KIND, force)
 
 
 def _same_store(new: Path, old: Path) -> bool:
@@ -55,7 +51,7 @@ def _same_store(new: Path, old: Path) -> bool:
 
 
 def finish_store(tmp: Path, out: Path, force: bool) -> str:
-    return commit_dir(tmp, out, KIND, force, identical=_same_store)
+    return writer.commit_dir(tmp, out, KIND, force, identical=_same_store)
 
 
 def seal_manifest(manifest: dict[str, Any], files: list[str], key: bytes | None

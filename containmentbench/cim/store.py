@@ -25,7 +25,6 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from containmentbench.cim.schema import (
     CHAIN_FIELD,
@@ -35,6 +34,7 @@ from containmentbench.cim.schema import (
     parquet_options,
 )
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 
 EVENTS_DIR = "events"
 DELEGATIONS_FILE = "delegations.parquet"
@@ -50,15 +50,14 @@ def write_events(root: Path, rel: str, table: pa.Table, *, row_group_rows: int =
                  ) -> int:
     """Write one events file (CIM schema, optional chain column); returns its size in bytes."""
     path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
     schema = CIM_EVENTS.append(CHAIN_FIELD) if "chain_hash" in table.column_names \
         else CIM_EVENTS
     table = table.select(schema.names).cast(schema)
     meta = {b"cim_version": CIM_VERSION.encode(), b"table": b"cim_events"}
     table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, row_group_size=row_group_rows, **parquet_options(schema.names))
-    tmp.replace(path)
+    # the whole store is built in a temporary folder and put in place at once (seal.py)
+    writer.build_parquet(path, table, row_group_size=row_group_rows,
+                         **parquet_options(schema.names))
     return path.stat().st_size
 
 
@@ -67,27 +66,25 @@ class DelegationWriter:
 
     def __init__(self, root: Path) -> None:
         self.path = root / DELEGATIONS_FILE
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
         meta = {b"cim_version": CIM_VERSION.encode(), b"table": b"cim_delegations"}
         self.schema = DELEGATIONS.with_metadata(meta)
-        self.writer = pq.ParquetWriter(self.tmp, self.schema,
-                                       **parquet_options(DELEGATIONS.names))
+        self.writer = writer.build_parquet_stream(self.path, self.schema,
+                                                  **parquet_options(DELEGATIONS.names))
         self.rows = 0
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
-            self.writer.write_table(table.select(DELEGATIONS.names).cast(self.schema),
-                                    row_group_size=65_536)
+            self.writer.append(table.select(DELEGATIONS.names).cast(self.schema),
+                               row_group_size=65_536)
             self.rows += table.num_rows
 
     def close(self) -> None:
         self.writer.close()
-        self.tmp.replace(self.path)
 
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     manifest = {"cim_version": CIM_VERSION, **manifest}
-    (root / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    writer.build_text(root / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def event_files(root: Path) -> list[str]:
@@ -214,8 +211,8 @@ def side_table(events: pl.DataFrame) -> pa.Table:
 def write_store(root: Path, table: pa.Table, workflow: str = "custom",
                 manifest: dict[str, Any] | None = None) -> Path:
     """A one-file store from CIM rows in emission order (hand-built or converted telemetry)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    final = Path(root)
+    root = writer.begin_dir(final, "cim-store")
     rel = partition_path(workflow, 0, 0)
     size = write_events(root, rel, table)
     frame = pl.from_arrow(table.select(["event_id", "time", "delegation_id",
@@ -225,9 +222,10 @@ def write_store(root: Path, table: pa.Table, workflow: str = "custom",
     assert isinstance(frame, pl.DataFrame)
     side = side_table(frame.with_columns(pl.lit(workflow).alias("workflow"),
                                          pl.lit(rel).alias("file")))
-    writer = DelegationWriter(root)
-    writer.write(side)
-    writer.close()
+    dw = DelegationWriter(root)
+    dw.write(side)
+    dw.close()
     write_manifest(root, {"producer": "write_store", "n_events": table.num_rows,
                           "parquet_bytes": size, **(manifest or {})})
-    return root
+    writer.commit_dir(root, final, "cim-store", force=False)
+    return final

@@ -65,17 +65,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--user-tasks", default=None)
     q.add_argument("--max-user-tasks", type=int, default=0)
     q.add_argument("--study-config", type=Path, default=None)
+    q.add_argument("--force", action="store_true",
+                   help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     q.set_defaults(func=cmd_qualify)
 
     m = s.add_parser("metrics", help="adapter traces -> rollout_metrics.parquet")
     m.add_argument("traces", type=Path)
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--workers", type=int, default=None)
+    m.add_argument("--force", action="store_true",
+                   help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     m.set_defaults(func=cmd_metrics)
 
     r = s.add_parser("parity", help="native/adapter parity and linkage counts per suite")
     r.add_argument("traces", type=Path)
     r.add_argument("--out", type=Path, default=None)
+    r.add_argument("--force", action="store_true",
+                   help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     r.set_defaults(func=cmd_parity)
 
 
@@ -224,15 +230,15 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     args.study, args.attack = "qualification", "direct"
     cfg = _settings(args, data, args.suite, "none", int(seeds[0]))
     from containmentbench.adapters.agentdojo.pipelines import close_served
+    from containmentbench.integrity import writer
 
+    writer.check_file(args.out, "agentdojo-qualification", args.force)  # before any work
     try:
         rec = qualify(cfg, users, seeds)
     finally:
         close_served()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(canonical_json(rec) + "\n")
-    tmp.replace(args.out)
+    writer.write_text(args.out, canonical_json(rec) + "\n", kind="agentdojo-qualification",
+                      force=args.force)
     print(f"{args.suite}: {len(rec['eligible'])}/{len(users)} tasks eligible; parity "
           f"{rec['parity_rows']}/{rec['rows']}, linkage {rec['linkage_rows']}/{rec['rows']}",
           file=sys.stderr)
@@ -241,10 +247,12 @@ def cmd_qualify(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from containmentbench.adapters.agentdojo.metrics import compute_metrics
+    from containmentbench.integrity import writer
     from containmentbench.metrics.compute import write_metrics
 
+    writer.check_file(args.out, "metrics", args.force)  # before any work
     table = compute_metrics(args.traces, args.workers)
-    write_metrics(table, args.out)
+    write_metrics(table, args.out, args.force)
     print(f"wrote {args.out}: {table.num_rows} AgentDojo rollouts", file=sys.stderr)
     return 0
 
@@ -252,12 +260,14 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_parity(args: argparse.Namespace) -> int:
     from containmentbench.adapters.agentdojo.report import parity_summary
     from containmentbench.canonical import canonical_json
+    from containmentbench.integrity import writer
 
+    if args.out is not None:
+        writer.check_file(args.out, "agentdojo-parity", args.force)  # before any work
     summary = parity_summary(args.traces)
     text = canonical_json(summary) + "\n"
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        writer.write_text(args.out, text, kind="agentdojo-parity", force=args.force)
     for suite, c in summary["suites"].items():
         print(f"{suite}: parity {c['parity']}/{c['parity_applicable']} (user tasks "
               f"{c['clean_parity']}/{c['clean_rows']}, pairs with non-empty injection ground "

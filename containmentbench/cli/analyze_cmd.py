@@ -31,6 +31,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
     p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.add_argument("--force", action="store_true",
+                   help="redo this output of a frozen study (old bytes kept under "
+                        ".replaced-N/; re-freeze after)")
 
 
 def analysis_config(args: argparse.Namespace) -> dict:
@@ -52,26 +55,14 @@ def analysis_config(args: argparse.Namespace) -> dict:
     return cfg
 
 
-# what a run directory holds (any one of them marks a folder as one); analyze writes its
-# tables/ and figures/ there
-RUN_MARKS = ("tables", "figures", "metrics", "traces", "config.yaml", "MANIFEST.json")
+def check_analyze_out(metrics: Path, out: Path, force: bool = False) -> None:
+    """``--out`` is a run directory the pipeline made, an earlier analyze output, or a new or
+    empty folder, and not another model's: analyze never writes its tables into a foreign
+    folder or over another run's tables, nor into a frozen study without ``--force``."""
+    from containmentbench.integrity import writer
 
-
-def check_analyze_out(metrics: Path, out: Path) -> None:
-    """``--out`` is a run directory (or a new or empty folder), and not another model's:
-    analyze never writes its tables into a foreign folder or over another run's tables."""
-    if not out.exists() and not out.is_symlink():
-        return
-    if not out.is_dir():
-        raise BenchError("exists and is not a folder (--out must name a run directory)",
-                         file=str(out), field="out")
-    names = {p.name for p in out.iterdir()}
-    if not names:
-        return
-    if not names & set(RUN_MARKS):
-        raise BenchError(f"refusing to write tables into a non-empty folder that is not a run "
-                         f"directory (it holds '{sorted(names)[0]}'); nothing was changed",
-                         file=str(out), field="out")
+    writer.check_out(out, "run", force, accept=("analysis", "folder"))
+    writer.check_file(out / "analysis.json", "analysis", force)
     own = out / "metrics" / "rollout_metrics.parquet"
     if own.is_file() and metrics.exists() and own.resolve() != metrics.resolve():
         import pyarrow.parquet as pq
@@ -93,15 +84,18 @@ def check_analyze_out(metrics: Path, out: Path) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
+    from containmentbench.integrity import frozen, writer
 
     cfg = analysis_config(args)
-    check_analyze_out(args.metrics, args.out)
+    check_analyze_out(args.metrics, args.out, args.force)
     summary = None
     if args.reparse is not None:
         if not args.reparse.exists():
             raise BenchError("reparse summary not found", file=str(args.reparse))
+        frozen.trusted(args.reparse)
         summary = json.loads(args.reparse.read_text())
-    info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
+    with writer.forcing(args.force):
+        info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""
     print(f"wrote {args.out}: {len(info['tables'])} tables, {len(info['figures'])} figures, "

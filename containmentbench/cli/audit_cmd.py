@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-replay", action="store_true",
                    help="skip the counterfactual replays (implicit analysis not run)")
     r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
+    r.add_argument("--force", action="store_true",
+                   help="redo the audit of a frozen study (old bytes kept under .replaced-N/)")
     r.add_argument("--batch-size", type=int, default=64, help="embedding batch size")
     r.add_argument("--judge-backend", default=None,
                    help="causal-judge fallback for traces that cannot be replayed (paper 001 "
@@ -46,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ssub.required = True
     b = ssub.add_parser("build", help="generate the suite (labels fixed in the files)")
     b.add_argument("--out", type=Path, default=Path("scenarios/taintbench"))
+    b.add_argument("--force", action="store_true",
+                   help="replace a different earlier build of this suite (moved aside)")
     b.add_argument("--check", action="store_true",
                    help="compare with the files at --out instead of writing")
     b.set_defaults(func=cmd_suite_build)
@@ -71,11 +75,13 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from containmentbench.audit.policy import load_audit_policy
-    from containmentbench.audit.study import audit_study
+    from containmentbench.audit.study import audit_study, check_audit_out
+    from containmentbench.integrity import writer
 
     pol = load_audit_policy(args.policy)  # bad policy: one line, exit 2, before any work
     if not args.run_dir.is_dir():
         raise BenchError("run directory not found", file=str(args.run_dir), field="run_dir")
+    check_audit_out(args.run_dir, args.out, args.force)
     if args.batch_size < 1:
         raise BenchError("must be >= 1", field="batch-size")
     from containmentbench.audit.embed import Embedder
@@ -92,17 +98,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                  model=args.judge_model, max_tokens=256,
                                                  temperature=0.0,
                                                  options=parse_options(args.judge_option))))
-    info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
-                       replay=not args.no_replay, out=args.out, judge=judge)
+    with writer.forcing(args.force):
+        info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
+                           replay=not args.no_replay, out=args.out, judge=judge)
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0
 
 
 def cmd_suite_build(args: argparse.Namespace) -> int:
-    from containmentbench.audit.suite import build
-    from containmentbench.scenarios.manifest import write_files
+    from containmentbench.audit.suite import SUITE, build
+    from containmentbench.scenarios.manifest import check_suite_out, write_suite_files
 
+    if not args.check:
+        check_suite_out(args.out, SUITE, args.force)  # before any work
     files = build()
     if args.check:
         bad = [n for n, data in files.items()
@@ -112,8 +121,9 @@ def cmd_suite_build(args: argparse.Namespace) -> int:
                              "after detectors ran)", file=str(args.out / bad[0]))
         print(f"{args.out}: matches the generator", file=sys.stderr)
         return 0
-    write_files(args.out, files)
-    print(f"wrote {args.out}: {len(files) - 1} stage files and the manifest", file=sys.stderr)
+    what = write_suite_files(args.out, SUITE, files, args.force)
+    print(f"{args.out}: {what}: {len(files) - 1} stage files and the manifest",
+          file=sys.stderr)
     return 0
 
 
@@ -146,7 +156,10 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     paths = write_suite_tables(v, sweep(recs, pol.thresholds), args.out / "tables", args.runs,
                                args.profile)
     import polars as pl
-    pl.DataFrame(v).write_parquet(args.out / "votes.parquet")
+
+    from containmentbench.integrity import writer
+    writer.write_bytes(args.out / "votes.parquet",
+                       writer.parquet_bytes(pl.DataFrame(v).to_arrow()), kind="audit-suite")
     print(f"wrote {args.out}: {len(v)} scenarios x {args.runs} runs, "
           f"{sum(r['rep'].replays for r in recs)} replays, {len(paths)} table files"
           + SIM_LABEL, file=sys.stderr)

@@ -23,12 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from containmentbench.analysis.parts import bootstrap_part, read_frame, write_part
     from containmentbench.analysis.tables import Context
+    from containmentbench.integrity import frozen, writer
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
+    writer.check_file(args.out, "bootstrap", args.force)  # before any work
+    frozen.trusted(args.metrics)
     df = read_frame(args.metrics)
     part = bootstrap_part(df, cfg, Context(df).defenses)
-    write_part("bootstrap", part, args.metrics, cfg, args.out)
+    with writer.forcing(args.force):
+        write_part("bootstrap", part, args.metrics, cfg, args.out)
     print(f"wrote {args.out}: {part['intervals']} intervals x {part['resamples']} resamples "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0

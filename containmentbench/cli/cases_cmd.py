@@ -12,13 +12,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="run directory (holds traces/ and metrics/)")
     p.add_argument("--metrics", default=None, help="rollout_metrics.parquet (default: in RUN_DIR)")
     p.add_argument("--out", default=None, help="tables folder (default: RUN_DIR/tables)")
+    p.add_argument("--force", action="store_true",
+                   help="redo the case tables of a frozen study (old bytes kept under "
+                        ".replaced-N/; re-freeze after)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from containmentbench.report.write import write_cases
+    from containmentbench.integrity import writer
+    from containmentbench.report.write import check_cases_out, write_cases
 
-    paths, checks = write_cases(args.run_dir, args.metrics, args.out)
+    check_cases_out(args.run_dir, args.out, args.force)  # before any work
+    with writer.forcing(args.force):
+        paths, checks = write_cases(args.run_dir, args.metrics, args.out)
     failed = checks.filter(checks["status"] == "fail")
     for r in checks.iter_rows(named=True):
         print(f"audit: {r['check']:<32} {r['status']:<8} {r['violations']}/{r['items_checked']}")

@@ -308,7 +308,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     import polars as pl
 
     if args.out:
-        _own_file(args.out, (".parquet",))
+        _own_file(args.out, (".parquet",), "cim-reconstruct")
 
     from containmentbench.cim.reconstruct import reconstruct_store, summarize
 
@@ -321,7 +321,9 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
     summ = summarize(per, ["workflow"])
     if args.out:
-        per.write_parquet(args.out)
+        from containmentbench.integrity import writer
+
+        writer.write_bytes(args.out, writer.parquet_bytes(per.to_arrow()), kind="cim-reconstruct")
     info = {"runs": runs.height, "evaluated": int(runs["n_evaluated"].sum()),
             "uncovered": int(runs["n_uncovered"].sum()),
             "unbound": int(runs["n_unbound"].sum()),
@@ -349,27 +351,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _own_file(out: Path, suffixes: tuple[str, ...]) -> None:
+def _own_file(out: Path, suffixes: tuple[str, ...], kind: str) -> None:
     """A --out file: new, or an earlier one of this kind (never a folder or another file)."""
-    from containmentbench.integrity.outdir import check_out_file
+    from containmentbench.integrity import writer
 
     if out.suffix not in suffixes:
         raise BenchError(f"expected a {' or '.join(suffixes)} file name", file=str(out),
                          field="out")
-    check_out_file(out, lambda p: True)
+    writer.check_file(out, kind)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from containmentbench.cim.report import report
 
     if args.out:
-        _own_file(args.out, (".md", ".txt"))
+        _own_file(args.out, (".md", ".txt"), "cim-report")
     if args.max_buckets is not None and args.max_buckets < 1:
         raise BenchError("must be >= 1", field="max-buckets")
     text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
                      effort_delegation=args.delegation)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        from containmentbench.integrity import writer
+
+        writer.write_text(args.out, text + "\n", kind="cim-report")
     sys.stdout.write(text + "\n")
     return 0

@@ -18,7 +18,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
     from containmentbench.freeze.manifest import freeze
 
     m = freeze(args.study)
-    print(f"wrote {args.study}/MANIFEST.json: {len(m['files'])} files hashed, "
+    print(f"wrote {args.study}/MANIFEST.json (freeze {m['freeze']}): {len(m['files'])} files "
+          f"hashed, "
           f"{m['rollouts']} rollouts, git {str(m['git']['commit'])[:12]}"
           f"{' (dirty)' if m['git']['dirty'] else ''}"
           + (" [simulated agent: harness validation, not a model result]"

@@ -15,28 +15,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="rollout_metrics.parquet to write")
     p.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
     p.add_argument("--force", action="store_true",
-                   help="replace a different earlier metrics file (moved aside, never deleted)")
+                   help="redo the metrics of a frozen study (old bytes kept under "
+                        ".replaced-N/; re-freeze after)")
     p.set_defaults(func=cmd_metrics)
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    import os
-
-    from containmentbench.cli.guards import is_parquet_table, need_dir
+    from containmentbench.cli.guards import need_dir
     from containmentbench.config.bounds import check_value
-    from containmentbench.integrity.outdir import check_out_file, commit_file
+    from containmentbench.integrity import writer
     from containmentbench.metrics.compute import compute_metrics, write_metrics
     from containmentbench.pipeline.mixing import check_traces
 
     check_value("workers", args.workers, "workers")
     need_dir(args.traces, "traces")
-    check_out_file(args.out, lambda p: is_parquet_table(p, "rollout_metrics"))
+    writer.check_file(args.out, "metrics", args.force)
     t0 = time.perf_counter()
     check_traces(args.traces)  # never pool two models or configs
     table = compute_metrics(args.traces, args.workers)
-    tmp = args.out.with_name(f".{args.out.name}.new-{os.getpid()}")
-    write_metrics(table, tmp)
-    commit_file(tmp, args.out, args.force)
+    write_metrics(table, args.out, args.force)
     sim = "sim" in set(table.column("backend").to_pylist())
     print(f"wrote {args.out}: {table.num_rows} rollouts ({time.perf_counter() - t0:.1f} s)"
           + (" [simulated agent: harness validation, not a model result]" if sim else ""),

@@ -16,21 +16,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("traces", type=Path)
     p.add_argument("--out", type=Path, required=True, help="folder for reparse.parquet and "
                                                            "summary.json")
+    p.add_argument("--force", action="store_true",
+                   help="redo the output of a frozen study (old bytes kept under .replaced-N/)")
     add_config_flags(p)
     p.set_defaults(func=cmd_reparse)
 
 
 def cmd_reparse(args: argparse.Namespace) -> int:
     from containmentbench.cli.guards import need_dir
-    from containmentbench.integrity.outdir import MARKER, check_out
     from containmentbench.parser.reparse import summary_markdown
-    from containmentbench.parser.run import reparse_traces
+    from containmentbench.parser.run import check_out, reparse_traces
 
     config = config_from(args)
     need_dir(args.traces, "traces")
-    check_out(args.out, "reparse")
-    summary = reparse_traces(args.traces, args.out, config)
-    (args.out / MARKER).write_text("reparse\n", encoding="utf-8")
+    check_out(args.out, args.force)
+    summary = reparse_traces(args.traces, args.out, config, force=args.force)
     print(summary_markdown(summary))
     print(f"wrote {args.out}: {summary['input_model_actions']} model actions, "
           f"{summary['n_changed']} changed", file=sys.stderr)

@@ -171,13 +171,15 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def prepare_out(out: Path, force: bool) -> None:
-    """Before any episode runs: clean what a killed run of this shard left, and refuse an
-    --out that is not a shard folder (integrity.outdir)."""
-    from containmentbench.integrity.outdir import check_out, clean_leftovers
+    """Before any episode runs: refuse an --out that is not a shard folder (or a frozen
+    study's shard, without --force), then clean what a killed run of this shard left
+    (integrity.writer: only our own temporaries)."""
+    from containmentbench.integrity import writer
     from containmentbench.trace.io import CHECKSUMS, verify_shard
 
-    clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists() and not verify_shard(d))
-    check_out(out, "shard", force)
+    writer.check_out(out, "shard", force)
+    writer.clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists()
+                           and not verify_shard(d))
 
 
 def check_bounds(r: dict[str, Any]) -> None:

@@ -46,13 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from containmentbench.scenarios.generator import DEFAULT_SEED, SUITES, generate_suite
-    from containmentbench.scenarios.manifest import render_suite, write_files
+    from containmentbench.scenarios.manifest import (
+        check_suite_out,
+        render_suite,
+        write_suite_files,
+    )
 
     if args.suite not in SUITES:
         raise BenchError(f"unknown suite '{args.suite}' (known: {', '.join(SUITES)})",
                          field="suite")
     from containmentbench.config.bounds import SEED_MAX
-    from containmentbench.integrity.outdir import check_out, commit_dir, tmp_path
     from containmentbench.scenarios.manifest import suite_dir
 
     seed = DEFAULT_SEED if args.seed is None else args.seed
@@ -67,24 +70,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if out.resolve() == frozen or frozen in out.resolve().parents:
             raise BenchError("is a committed (frozen) suite folder; only `containmentbench "
                              "scenarios freeze` rewrites those", file=str(out), field="out")
-    check_out(out, "suite", args.force)
+    check_suite_out(out, args.suite, args.force)
     t0 = time.perf_counter()
     records = generate_suite(args.suite, seed)
     files = render_suite(args.suite, seed, records)
-    tmp = tmp_path(out)
-    write_files(tmp, files)
-    what = commit_dir(tmp, out, "suite", args.force, identical=_same_files)
+    what = write_suite_files(out, args.suite, files, args.force)
     dt = time.perf_counter() - t0
     counts = ", ".join(f"{k}={len(v)}" for k, v in records.items())
     print(f"{out}: {what}: {counts} ({sum(len(v) for v in records.values())} scenarios, "
           f"{dt:.2f} s)")
     return 0
-
-
-def _same_files(new: Path, old: Path) -> bool:
-    names = sorted(p.name for p in new.iterdir() if not p.name.startswith("."))
-    return names == sorted(p.name for p in old.iterdir() if not p.name.startswith(".")) and \
-        all((new / n).read_bytes() == (old / n).read_bytes() for n in names)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

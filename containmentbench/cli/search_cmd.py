@@ -71,19 +71,18 @@ def cmd_splits(args: argparse.Namespace) -> int:
     from containmentbench.attacks.settings import settings
     from containmentbench.attacks.splits import make_splits
     from containmentbench.canonical import canonical_json
-    from containmentbench.integrity.outdir import check_out_file, commit_file
+    from containmentbench.integrity import writer
 
     data = _data(args)
     A = settings(data)
-    check_out_file(args.out, lambda p: p.name == "splits.json")
+    writer.check_file(args.out, "adaptive-splits", args.force)
     by_id = _scenarios(data)
     sp = make_splits(list(by_id.values()), {"development": A.development_clusters,
                                             "heldout": A.heldout_clusters,
                                             "audit": A.audit_clusters}, A.split_seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(json.dumps(json.loads(canonical_json(sp)), indent=2, sort_keys=True) + "\n")
-    print(f"splits: {commit_file(tmp, args.out, args.force)} "
+    what = writer.write_json(args.out, json.loads(canonical_json(sp)), kind="adaptive-splits",
+                             force=args.force, once=True)
+    print(f"splits: {what} "
           + ", ".join(f"{k} {len(v['clusters'])} clusters / {len(v['families'])} families"
                       for k, v in sp["splits"].items()), file=sys.stderr)
     return 0
@@ -92,14 +91,13 @@ def cmd_splits(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from containmentbench.attacks.runner import Runner
     from containmentbench.attacks.search import Search, write_result
-    from containmentbench.integrity.outdir import MARKER, check_out
+    from containmentbench.integrity import writer
 
     data = _data(args)
     by_id = _scenarios(data)
     sp = _splits(args.splits, by_id)
-    check_out(args.out, "adaptive-search")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / MARKER).write_text("adaptive-search\n")
+    writer.check_out(args.out, "adaptive-search", args.force)
+    writer.ensure_dir(args.out, "adaptive-search")
     dev = [by_id[i] for i in sp["splits"]["development"]["scenarios"]]
     runner = Runner(data, label="search")
     try:
@@ -139,10 +137,10 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     from containmentbench.attacks.qualify import qualify, write_qualification
     from containmentbench.attacks.runner import Runner
     from containmentbench.attacks.settings import settings
-    from containmentbench.integrity.outdir import check_out
+    from containmentbench.integrity import writer
 
     data = _data(args)
-    check_out(args.out, "adaptive-qualification", args.force)
+    writer.check_out(args.out, "adaptive-qualification", args.force)
     by_id = _scenarios(data)
     sp = _splits(args.splits, by_id)
     frozen = load_frozen(args.frozen)
@@ -178,12 +176,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     what = R.write_suite(data, records, A.split_seed, args.force)
     stats = R.run_replay(data, sorted(records), quiet=True)
     R.write_index(data, index)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(canonical_json({"derived_scenarios": len(index),
-                                   "defenses": list(A.defenses),
-                                   "seeds": list(A.eval_seeds)}) + "\n")
-    tmp.replace(args.out)
+    from containmentbench.integrity import writer
+
+    writer.write_text(args.out, canonical_json({"derived_scenarios": len(index),
+                                                "defenses": list(A.defenses),
+                                                "seeds": list(A.eval_seeds)}) + "\n",
+                      kind="adaptive-replay")
     print(f"replay: derived suite {what} ({len(index)} scenarios); {stats}", file=sys.stderr)
     return 0
 
@@ -191,10 +189,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     from containmentbench.analysis.writers import write
     from containmentbench.attacks.replay import build_tables
+    from containmentbench.integrity import writer
 
     for t in build_tables(args.run, args.qualification):
-        write(t, args.run / "tables")
-        print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
+        for ext in ("parquet", "csv", "md", "tex"):  # before any is written
+            writer.check_file(args.run / "tables" / f"{t.name}.{ext}", "tables", args.force)
+    with writer.forcing(args.force):
+        for t in build_tables(args.run, args.qualification):
+            write(t, args.run / "tables")
+            print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
     return 0
 
 
@@ -225,6 +228,7 @@ def register(sub: Any) -> None:
             q.add_argument("--qualification", type=Path, required=True)
         else:
             q.add_argument("--out", type=Path, required=True)
-            q.add_argument("--force", action="store_true",
-                           help="replace a different earlier output (kept aside)")
+        q.add_argument("--force", action="store_true",
+                       help="replace a different earlier output (kept aside; in a frozen "
+                            "study, under .replaced-N/)")
         q.set_defaults(func=fn)

@@ -22,10 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
     from containmentbench.analysis.parts import read_frame, sensitivity_part, write_part
+    from containmentbench.integrity import frozen, writer
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
+    writer.check_file(args.out, "sensitivity", args.force)  # before any work
+    frozen.trusted(args.metrics)
     df = read_frame(args.metrics)
-    write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
+    with writer.forcing(args.force):
+        write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0

@@ -11,6 +11,9 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check every file of a frozen study against MANIFEST.json")
     p.add_argument("study", type=Path)
+    p.add_argument("--expect-freeze", type=int, default=None, metavar="N",
+                   help="the freeze counter the manifest must carry (detects an older "
+                        "manifest restored with its tables)")
     p.set_defaults(func=cmd_verify)
 
 
@@ -19,7 +22,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 
     key = load_key(args.study)
-    problems = verify(args.study, key)
+    problems = verify(args.study, key, args.expect_freeze)
     if key is None:
         print(f"verify: {NO_KEY_NOTE}", file=sys.stderr)
     for p in problems:
@@ -27,5 +30,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if problems:
         print(f"verify: {len(problems)} mismatch(es) in {args.study}", file=sys.stderr)
         return 1
-    print(f"verify: {args.study} matches its MANIFEST.json", file=sys.stderr)
+    import json
+
+    try:
+        n = json.loads((args.study / "MANIFEST.json").read_text()).get("freeze")
+    except (OSError, ValueError, AttributeError):
+        n = None
+    print(f"verify: {args.study} matches its MANIFEST.json"
+          + (f" (freeze {n})" if n is not None else ""), file=sys.stderr)
     return 0

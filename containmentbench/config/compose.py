@@ -184,17 +184,21 @@ def resolved_text(data: dict[str, Any]) -> str:
         f"# {config_hash(data)}\n" + yaml.safe_dump(data, sort_keys=True)
 
 
-def save_resolved(data: dict[str, Any], path: str | Path) -> bool:
+def save_resolved(data: dict[str, Any], path: str | Path, force: bool = False) -> bool:
     """Write the resolved config (YAML) and its hash beside the outputs; only rewrites the
-    file when its content changes (so file times stay meaningful). Returns True if written."""
+    file when its content changes (so file times stay meaningful). Returns True if written.
+    In a frozen study the rewrite needs ``force`` (the pipeline's own run passes it: the
+    change is journalled and the study is re-frozen)."""
+    from containmentbench.integrity import writer
+
     path = Path(path)
     text = resolved_text(data)
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        if path.read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    writer.write_text(path, text, kind="config", force=force)
     return True
 
 

@@ -7,20 +7,26 @@ Layout of a study folder::
     audit/{sinks,rollouts,dcpg}.parquet, audit/summary.json, audit/tables/   (provenance audit)
     tables/  figures/  analysis.json  config.yaml  MANIFEST.json
 
-``MANIFEST.json`` records the sha256 of every table, figure and figure source table, trace
-shard file and scenario manifest, the resolved config and its hash, policy hashes and method
-versions, the parser version, seeds, package versions, and the git commit with a dirty flag.
-Wall-clock files (``timings.parquet``) and checksum sidecars are never hashed.
+``MANIFEST.json`` records the sha256 of every file under the covered folders
+(``integrity.frozen.COVERED_DIRS``: tables, figures, metrics, reparse, traces, report, audit,
+analysis caches ...), ``analysis.json`` and ``config.yaml``, and of the scenario manifests, the
+resolved config's hash, policy hashes and method versions, the parser version, seeds, package
+versions, and the git commit with a dirty flag. Wall-clock files (``timings.parquet``) and
+checksum sidecars are never hashed.
+
+Schema 2 (issue: a manifest that cannot be spliced): every freeze carries a counter
+(``freeze``) and the sha256 of the manifest it replaces (``previous``); with a key, ONE MAC
+covers the canonical whole manifest, so no entry can move between manifests and an older
+manifest is recognisable as older (``verify --expect-freeze N``). A re-freeze first checks the
+old manifest (its MAC, with a key) and accepts a changed file only when a verb rebuilt it
+since (``integrity.frozen.unaccounted``): freeze never blesses bytes it did not verify.
 """
 
 from __future__ import annotations
 
 import importlib.metadata as md
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,9 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
-from containmentbench.integrity.keys import check_record, load_key, sign_record
+from containmentbench.integrity import frozen
+from containmentbench.integrity.frozen import COVERED_DIRS, COVERED_FILES
+from containmentbench.integrity.keys import ALG, check_record, equal, key_id, load_key, mac
 from containmentbench.integrity.paths import inside
 from containmentbench.progress import progress
 from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
@@ -38,7 +46,9 @@ MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
             "vllm", "agentdojo")
-RUN_SCHEMA = "containmentbench-manifest/1"
+RUN_SCHEMA = "containmentbench-manifest/2"
+CROSS_SCHEMA = "containmentbench-cross-model-manifest/2"
+_RUN_SCHEMAS = ("containmentbench-manifest/1", RUN_SCHEMA)
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
 
 
@@ -98,20 +108,54 @@ def _study_facts(study: Path) -> dict[str, Any]:
             "parser_versions": sorted(parser_versions), "rollouts": len(t)}
 
 
+def covered_files(study: Path) -> dict[str, str]:
+    """sha256 of every covered file of a study folder now (hidden entries, logs, wall-clock
+    files and checksum sidecars aside)."""
+    files: dict[str, str] = {}
+    for sub in COVERED_DIRS:
+        for p in _rel_files(study, sub):
+            if p.suffix != ".log":
+                files[p.relative_to(study).as_posix()] = sha256_file(p)
+    for extra in COVERED_FILES:
+        if (study / extra).is_file():
+            files[extra] = sha256_file(study / extra)
+    return files
+
+
+def seal(root: Path, manifest: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """Check the folder's earlier manifest, then write the new one with its freeze counter,
+    the previous manifest's digest and (with a key) one MAC over the whole. Refuses, naming
+    the first file, when a covered file changed since the last freeze and no verb rebuilt it
+    (edited by hand, or written around the tool)."""
+    from containmentbench.integrity import writer
+
+    old = frozen.manifest_of(root)
+    counter, previous = 1, None
+    key = load_key(root)
+    if old is not None:
+        doc, digest = old
+        bad = frozen.unaccounted(root, files)
+        if key is not None and doc.get("schema") in (RUN_SCHEMA, CROSS_SCHEMA):
+            bad = _check_mac(key, doc) + bad
+        if bad:
+            raise VerifyError(f"refusing to re-freeze: {bad[0]} ({len(bad)} problem(s); "
+                              f"restore the file, or rebuild it with its verb and --force)",
+                              file=str(root / MANIFEST))
+        counter = int(doc.get("freeze") or 1) + 1
+        previous = digest
+    manifest = {**manifest, "files": files, "freeze": counter, "previous": previous}
+    if key is not None:
+        manifest["auth"] = {"alg": ALG, "key_id": key_id(key),
+                            "mac": mac(key, "manifest", manifest)}
+    writer.write_json(root / frozen.HEAD, manifest, kind="manifest")
+    writer.write_json(root / MANIFEST, manifest, kind="manifest")
+    return manifest
+
+
 def freeze(study: str | Path) -> dict[str, Any]:
     study = Path(study)
     facts = _study_facts(study)
-    files: dict[str, str] = {}
-    # qualification/ and adapter/: an AgentDojo study's frozen eligible tasks and parity counts
-    # adaptive/: an adaptive study's splits, query log, frozen candidates, qualification and
-    # derived replay suite (paper 000 §6.3)
-    for sub in ("tables", "figures", "metrics", "reparse", "traces", "report", "audit",
-                "qualification", "adapter", "adaptive"):
-        for p in _rel_files(study, sub):
-            files[p.relative_to(study).as_posix()] = sha256_file(p)
-    for extra in ("analysis.json", "config.yaml"):
-        if (study / extra).exists():
-            files[extra] = sha256_file(study / extra)
+    files = covered_files(study)
     scenarios = {}
     for suite in facts["suites"]:
         if suite.startswith("agentdojo:"):  # external suite: pinned by the package version
@@ -131,24 +175,33 @@ def freeze(study: str | Path) -> dict[str, Any]:
         # a packaged model: its distributions, pinned sha256 and header (models/weights.py)
         facts["model_provenance"] = provenance((resolved.get("model") or {}).get("path"))
     manifest = {"schema": RUN_SCHEMA, "study": study.name, **facts,
-                "files": files, "scenario_manifests": scenarios, "config": config,
+                "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
                 "simulated_agent": "sim" in facts["backends"]}
-    key = load_key(study)
-    if key is not None:  # keyed: metadata, file list and every entry authenticated
-        meta = {k: v for k, v in manifest.items() if k != "files"}
-        manifest["auth"] = sign_record(key, meta, files)
-    tmp = study / f".{MANIFEST}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, study / MANIFEST)
-    return manifest
+    return seal(study, manifest, files)
+
+
+def _check_mac(key: bytes, manifest: dict[str, Any]) -> list[str]:
+    """The whole-manifest MAC of a schema-2 manifest."""
+    auth = manifest.get("auth")
+    if not isinstance(auth, dict):
+        return [f"{MANIFEST} carries no authentication block (written without a key)"]
+    if auth.get("alg") != ALG:
+        return [f"{MANIFEST}: unknown authentication algorithm {auth.get('alg')!r}"]
+    if auth.get("key_id") != key_id(key):
+        return [f"{MANIFEST} was authenticated with another key (key id "
+                f"{auth.get('key_id')!r})"]
+    body = {k: v for k, v in manifest.items() if k != "auth"}
+    if not equal(auth.get("mac", ""), mac(key, "manifest", body)):
+        return [f"{MANIFEST}: authentication failed (an entry, a field or the file list "
+                f"differs from what was frozen)"]
+    return []
 
 
 # metadata re-derived from the study's own data at verify time (catches a manifest edited to
 # pass simulated figures as model results even without a key)
 _DERIVED = ("suites", "policies", "seeds", "models", "backends", "decodings", "tool_modes",
             "parser_versions", "rollouts")
-_COVERED = ("tables", "figures", "metrics", "reparse", "traces", "report", "adaptive")
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
@@ -172,7 +225,8 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def verify(study: str | Path, key: bytes | None = None) -> list[str]:
+def verify(study: str | Path, key: bytes | None = None,
+           expect_freeze: int | None = None) -> list[str]:
     """Every mismatch between the study and MANIFEST.json (empty list: verified): changed,
     missing and added files, paths outside the study, metadata that the study's data
     contradicts, and, with a key, every unauthenticated change (row, file, field)."""
@@ -204,15 +258,22 @@ def verify(study: str | Path, key: bytes | None = None) -> list[str]:
                     problems.append(f"scenarios/{suite}/{stage}.jsonl: sha256 differs")
         except (BenchError, OSError, KeyError, TypeError, AttributeError):
             problems.append(f"scenarios/{suite}: cannot be checked (missing or malformed)")
-    on_disk = {f.relative_to(study).as_posix() for sub in _COVERED for f in _rel_files(study, sub)
-               if f.suffix != ".log"}
+    on_disk = set(covered_files(study)) if manifest.get("schema") in _RUN_SCHEMAS else {
+        f.relative_to(study).as_posix() for f in _rel_files(study, "tables")}
     for rel in sorted(on_disk - set(manifest["files"])):
         problems.append(f"{rel}: file added (not in {MANIFEST})")
-    if manifest.get("schema") == RUN_SCHEMA:  # a model's run directory (not cross_model/)
+    if manifest.get("schema") in _RUN_SCHEMAS:  # a model's run directory (not cross_model/)
         problems += _check_metadata(study, manifest)
+    if expect_freeze is not None and manifest.get("freeze") != expect_freeze:
+        problems.append(f"{MANIFEST} is freeze {manifest.get('freeze')}, expected "
+                        f"{expect_freeze} (an older manifest restored, or a newer freeze)")
     if key is not None:
-        meta = {k: v for k, v in manifest.items() if k not in ("files", "auth")}
-        problems += check_record(key, manifest.get("auth"), meta, manifest["files"], MANIFEST)
+        if manifest.get("schema") in (RUN_SCHEMA, CROSS_SCHEMA):
+            problems += _check_mac(key, manifest)
+        else:  # schema 1: per-entry MACs (spliceable; re-freeze to upgrade)
+            meta = {k: v for k, v in manifest.items() if k not in ("files", "auth")}
+            problems += check_record(key, manifest.get("auth"), meta, manifest["files"],
+                                     MANIFEST)
     return problems
 
 
@@ -256,8 +317,9 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
         raise BenchError("no analysis.json (run analyze first)", file=str(study))
     info = json.loads(info_path.read_text())
     compared, differ = [], []
-    with tempfile.TemporaryDirectory(prefix="cb-reproduce-") as tmp:
-        scratch = Path(tmp)
+    from containmentbench.integrity import writer
+
+    with writer.scratch_dir("cb-reproduce-") as scratch:
         summary = None
         if (study / "reparse" / "summary.json").exists():
             summary = reparse_traces(study / "traces", scratch / "reparse")
@@ -272,9 +334,9 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
 
             write_metrics(adm(study / "traces", workers),
                           scratch / "metrics" / "rollout_metrics.parquet")
-            (scratch / "adapter").mkdir()
-            (scratch / "adapter" / "parity.json").write_text(
-                canonical_json(parity_summary(study / "traces")) + "\n")
+            writer.write_text(scratch / "adapter" / "parity.json",
+                              canonical_json(parity_summary(study / "traces")) + "\n",
+                              kind="agentdojo-parity")
         else:
             raise BenchError(f"adapter '{adapter}' has no reproduce step",
                              file=str(study / "config.yaml"))
@@ -294,7 +356,6 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                 q = scratch / rel
                 if not q.exists() or q.read_bytes() != p.read_bytes():
                     differ.append(rel)
-        shutil.rmtree(scratch, ignore_errors=True)
     return {"compared": len(compared), "differ": differ}
 
 

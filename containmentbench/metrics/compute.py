@@ -192,14 +192,16 @@ def compute_metrics(traces: str | Path, workers: int | None = None,
     return table
 
 
-def write_metrics(table: pa.Table, out: str | Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    pq.write_table(table.combine_chunks().replace_schema_metadata({b"table": b"rollout_metrics",
-                                                  b"schema_version": b"1"}),
-                   tmp, compression="zstd", use_dictionary=True)
-    os.replace(tmp, out)
+def write_metrics(table: pa.Table, out: str | Path, force: bool = False) -> str:
+    """Write the metrics table (kind ``metrics``: a new path, or our own earlier metrics;
+    in a frozen study only with ``force``)."""
+    from containmentbench.integrity import writer
+
+    data = writer.parquet_bytes(
+        table.combine_chunks().replace_schema_metadata({b"table": b"rollout_metrics",
+                                                        b"schema_version": b"1"}),
+        compression="zstd", use_dictionary=True)
+    return writer.write_bytes(Path(out), data, kind="metrics", force=force)
 
 
 def read_metrics(path: str | Path, columns: Iterable[str] | None = None) -> pa.Table:

@@ -37,8 +37,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -252,8 +250,10 @@ def check_dequantized(gguf: Path, state: dict[str, Any]) -> int:
 
 
 def _assemble(files: list[Path], dest: Path) -> str:
+    from containmentbench.integrity import writer
+
     h = hashlib.sha256()
-    with open(dest, "wb") as out:
+    with writer.build_open(dest) as out:
         for block in _chunks(files):
             h.update(block)
             out.write(block)
@@ -276,8 +276,9 @@ def local_model_dir(path: str) -> str:
     except ImportError as exc:
         raise BenchError(f"converting {path} needs transformers, gguf and accelerate "
                          f"(make real-deps): {exc}", field="model.path") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{pkg.cache_name}.tmp-", dir=out.parent))
+    from containmentbench.integrity import writer
+
+    tmp = writer.begin_dir(out, "model-cache")
     try:
         files = part_files(path)
         if len(files) == 1:
@@ -325,15 +326,14 @@ def local_model_dir(path: str) -> str:
         save_file({k: v.contiguous() for k, v in state.items()},
                   str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tok.save_pretrained(str(tmp))
-        (tmp / "assembled.gguf").unlink(missing_ok=True)
+        writer.build_remove(tmp / "assembled.gguf")
         source = {**(provenance(path) or {}), "sha256": digest, "gguf_header_name": header,
                   "tensors_checked": compared}
-        (tmp / "SOURCE.json").write_text(json.dumps(source, indent=2, sort_keys=True) + "\n")
-        try:
-            tmp.rename(out)
-        except OSError:  # another process converted it first: keep theirs
-            if not (out / "config.json").is_file():
-                raise
+        writer.build_text(tmp / "SOURCE.json", json.dumps(source, indent=2, sort_keys=True)
+                          + "\n")
+        # another process that converted it first: theirs is kept
+        writer.commit_dir(tmp, out, "model-cache", force=False,
+                          identical=lambda new, old: (old / "config.json").is_file())
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        writer.discard_dir(tmp)
     return str(out)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from containmentbench.integrity import writer
 from containmentbench.parser.core import DEFAULT_CONFIG, ParserConfig
 from containmentbench.parser.reparse import reparse_rows
 from containmentbench.progress import progress
@@ -20,14 +18,19 @@ from containmentbench.trace.validate import check_events
 COLS = ["rollout_id", "seq", "kind", "text", "parse_status", "repaired", "repairs", "args"]
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+KIND = "reparse"
+FILES = ("reparse.parquet", "summary.json")
+
+
+def check_out(out: str | Path, force: bool = False) -> None:
+    """Refuse a foreign ``--out`` (or a frozen study's, without ``force``) before any work."""
+    writer.check_out(Path(out), KIND, force, accept=("folder",))
+    for name in FILES:
+        writer.check_file(Path(out) / name, KIND, force)
 
 
 def reparse_traces(traces: str | Path, out: str | Path,
-                   config: ParserConfig = DEFAULT_CONFIG) -> dict[str, Any]:
+                   config: ParserConfig = DEFAULT_CONFIG, force: bool = False) -> dict[str, Any]:
     """Re-parse every model_call below ``traces``; writes ``reparse.parquet`` (per action,
     old/new status) and ``summary.json`` (Table 24 quantities) into ``out``."""
     rows: list[dict[str, Any]] = []
@@ -43,14 +46,13 @@ def reparse_traces(traces: str | Path, out: str | Path,
     # which parser the rollouts were recorded with (study.parser): Table 24's "old" side
     summary["recorded_parser_versions"] = sorted(recorded)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out, force)
+    writer.ensure_dir(out, KIND)
     if records:
         table = pa.Table.from_pylist(records)
     else:
         table = pa.table({"rollout_id": pa.array([], pa.string())})
-    tmp = out / f".reparse.parquet.tmp-{os.getpid()}"
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, out / "reparse.parquet")
-    _atomic_bytes(out / "summary.json",
-                  (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
+    writer.write_bytes(out / "reparse.parquet", writer.parquet_bytes(table, compression="zstd"),
+                       kind=KIND, force=force)
+    writer.write_json(out / "summary.json", summary, kind=KIND, force=force)
     return summary

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from containmentbench.integrity import writer
+
 RUNS = "containmentbench-runs"
 
 
@@ -44,17 +46,17 @@ def handle_stale_locks(workdir: Path | None = None) -> list[Path]:
             if f.name.isdigit() and int(f.name) != os.getpid() and _alive(int(f.name)):
                 live.append(f)
             elif f.name.isdigit() and int(f.name) != os.getpid():
-                f.unlink(missing_ok=True)  # our own record of a run that is gone
+                writer.remove_owned(f, "run-record")  # our own record of a run that is gone
     removed = []
     if not live and locks.is_dir():
         for lock in sorted(locks.glob("*.lock")):
-            lock.unlink(missing_ok=True)
+            # moved out of Snakemake's way, kept (what `--unlock` would delete)
+            writer.move_aside(lock, meta / "containmentbench-stale-locks" / lock.name)
             removed.append(lock)
         if removed:
-            print(f"containmentbench: removed {len(removed)} stale Snakemake lock(s) left by a "
-                  f"killed run (no run of this workflow is alive)", file=sys.stderr)
-    runs.mkdir(parents=True, exist_ok=True)
+            print(f"containmentbench: set aside {len(removed)} stale Snakemake lock(s) left by "
+                  f"a killed run (no run of this workflow is alive)", file=sys.stderr)
     me = runs / str(os.getpid())
-    me.write_text("")
-    atexit.register(lambda: me.unlink(missing_ok=True))
+    writer.write_text(me, "", kind="run-record", sync=False)
+    atexit.register(lambda: writer.remove_owned(me, "run-record"))
     return removed

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from containmentbench.integrity import writer
 from containmentbench.pipeline.plan import Shard
 
 PLAN_FILE = "plan.json"
@@ -101,7 +101,7 @@ def save_plan(data: dict[str, Any], config_path: Path, shards: list[Shard]) -> b
     path = Path(config_path).with_name(PLAN_FILE)
     data = read_resolved(config_path)
     if json.loads(json.dumps(data)) != data:
-        path.unlink(missing_ok=True)
+        writer.remove_owned(path, "plan")
         return False
     # insertion order kept (no sort_keys): the config as read from its YAML and a sim
     # profile's weights come back in the order they were written, which the sim's seeded
@@ -113,9 +113,7 @@ def save_plan(data: dict[str, Any], config_path: Path, shards: list[Shard]) -> b
             return False
     except (OSError, UnicodeDecodeError):
         pass
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    writer.write_text(path, text, kind="plan", sync=False)
     return True
 
 

@@ -10,7 +10,6 @@ metrics -> tables -> freeze/verify) separately; ``S.study_path`` is the study fo
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 from containmentbench.config.compose import save_resolved
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 from containmentbench.pipeline.plan import (
     Job,
     Shard,
@@ -110,7 +110,8 @@ class Study:
                 handle_stale_locks()
             for data in self.runs:
                 if not dryrun:
-                    save_resolved(data, run_dir(data) / "config.yaml")
+                    writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
+                    save_resolved(data, run_dir(data) / "config.yaml", force=True)
                     if not self.adaptive:
                         # each rollout job reads its shards from here, not from the suite
                         save_plan(data, run_dir(data) / "config.yaml",
@@ -265,9 +266,9 @@ class Study:
                       file=sys.stderr)
                 moved.append(s.id)
                 continue
-            target = _free(root / "quarantine" / s.id)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(d, target)
+            for f in sorted(p for p in d.iterdir() if p.is_file()):
+                writer.replace_in_study(f, kind="quarantine")  # journalled in a frozen study
+            target = writer.move_aside(d, _free(root / "quarantine" / s.id))
             print(f"containmentbench: corrupt shard {s.id} ({what} does not match "
                   f"{CHECKSUMS}); moved to {target}; it will be redone", file=sys.stderr)
             moved.append(s.id)
@@ -283,8 +284,8 @@ class Study:
             return None
         target = _free(root / "quarantine" / "derived")
         for rel in present:
-            (target / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(root / rel, target / rel)
+            writer.replace_in_study(root / rel, kind="quarantine")
+            writer.move_aside(root / rel, target / rel)
         print(f"containmentbench: shards are missing or were quarantined; {len(present)} "
               f"derived output(s) moved to {target} so this run rebuilds them",
               file=sys.stderr)
@@ -302,8 +303,8 @@ class Study:
             marker = job_marker(data, j)
             if marker.exists() and not all(shard_is_current(data, s) for s in j.shards):
                 out.append(j.name)
-                if not report_only:
-                    marker.unlink()
+                if not report_only and not writer.remove_owned(marker, "job-marker"):
+                    writer.move_aside(marker, _free(marker.parent / ".withdrawn" / marker.name))
         return out
 
 

@@ -18,8 +18,6 @@ pipeline the report is built just after ``audit`` and just before ``freeze`` (``
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
-from containmentbench.integrity.outdir import check_out, clean_leftovers, commit_dir
+from containmentbench.integrity import writer
 from containmentbench.progress import progress
 from containmentbench.report import html as H
 from containmentbench.report import tracepage
@@ -348,19 +346,14 @@ class Report:
         self.drilldown()
         self.cases()
         self.rollouts()
-        clean_leftovers(self.out)  # half-written folders of killed builds (ours)
-        tmp = self.out.with_name(f".{self.out.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        for rel, text in sorted(self.files.items()):
-            p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
-        for f in sorted((self.run.path / "figures").glob("*.png")):
-            (tmp / "figures").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, tmp / "figures" / f.name)
+        writer.clean_leftovers(self.out)  # half-written folders of killed builds (ours)
         # never deletes: a foreign folder is refused, an identical report kept, a different
-        # one replaced only with force and moved aside (integrity/outdir.py)
-        commit_dir(tmp, self.out, "report", self.force, identical=_same_tree)
+        # one replaced only with force and moved aside (integrity/writer.py)
+        with writer.building_dir(self.out, "report", self.force, identical=_same_tree) as b:
+            for rel, text in sorted(self.files.items()):
+                b.put_text(rel, text)
+            for f in sorted((self.run.path / "figures").glob("*.png")):
+                b.copy_in(f, f"figures/{f.name}")
         return self.out / "index.html"
 
 
@@ -375,7 +368,7 @@ def build_report(run_dir: str | Path, out: str | Path | None = None,
                  before_freeze: bool = False, force: bool = False) -> Path:
     report = Report(run_dir, out, before_freeze)
     report.force = force
-    check_out(report.out, "report", force)  # before any work: nothing written on refusal
+    writer.check_out(report.out, "report", force)  # before any work: nothing written on refusal
     return report.build()
 
 

@@ -9,8 +9,6 @@ Outputs (hashed by ``freeze`` like every table, recomputed by ``reproduce``)::
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import polars as pl
@@ -18,11 +16,25 @@ import polars as pl
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
+from containmentbench.integrity import writer
 from containmentbench.report.cases import CASES, select_pairs, steps
 from containmentbench.report.integrity import audit
 from containmentbench.report.rundir import RunDir
 
 STEPS_JSON = "case_studies_steps.json"
+
+
+CASE_FILES = (*(f"{stem}.{ext}" for stem in ("case_studies", "table28_integrity_audit")
+                for ext in ("parquet", "csv", "md", "tex")), STEPS_JSON)
+
+
+def check_cases_out(run_dir: str | Path, out: str | Path | None, force: bool = False) -> None:
+    """The tables folder is new, empty or ours, and its case files ours (in a frozen study
+    only with ``force``): checked before any work."""
+    folder = Path(out) if out else Path(run_dir) / "tables"
+    writer.check_out(folder, "tables", force, accept=("folder",))
+    for name in CASE_FILES:
+        writer.check_file(folder / name, "tables", force)
 
 
 def write_cases(run_dir: str | Path, metrics: str | Path | None = None,
@@ -58,9 +70,7 @@ def write_cases(run_dir: str | Path, metrics: str | Path | None = None,
         "local-only domains, no forbidden payload markers, redacted paths, manifest "
         "consistency."), checks), out)
     p = out / STEPS_JSON
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"simulated_agent": ctx.sim, "models": ctx.models,
-                               "cases": detail}, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, p)
+    writer.write_json(p, {"simulated_agent": ctx.sim, "models": ctx.models, "cases": detail},
+                      kind="tables", indent=1)
     paths.append(p)
     return paths, checks

@@ -15,14 +15,13 @@ other shards are written.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from containmentbench.canonical import canonical_json
+from containmentbench.integrity import writer
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
     Job,
@@ -142,33 +141,22 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
     failed = [e for e in eps if e.status == "error" and not is_context_overflow(e.error)]
     marker = errored_marker(data, s)
     if eps and len(failed) / len(eps) > bound:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
-        tmp.write_text(canonical_json({
+        writer.write_text(marker, canonical_json({
             "shard": s.id, "rollouts": len(eps), "errors": len(failed),
             "error_rate": len(failed) / len(eps), "max_error_rate": bound,
-            "first_error": failed[0].error, "rollout_id": failed[0].spec.rollout_id}) + "\n")
-        os.replace(tmp, marker)
+            "first_error": failed[0].error, "rollout_id": failed[0].spec.rollout_id}) + "\n",
+            kind="errored-record")
         print(f"containmentbench: shard {s.id} errored: {len(failed)}/{len(eps)} rollouts "
               f"ended in a provider error (bound {bound:g}); first: {failed[0].error}; "
               f"not written", file=sys.stderr)
         return False
     tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)
     # force: a stale shard (finished under another key) is replaced and kept aside, never
-    # deleted (integrity/outdir.py)
+    # deleted (integrity/writer.py); write_shard also clears what a killed run left
     write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)},
                 force=True)
-    marker.unlink(missing_ok=True)
+    writer.remove_owned(marker, "errored-record")
     return True
-
-
-def _clean_stale(out: Path) -> None:
-    """Remove temporary folders a killed run of this shard left behind."""
-    import shutil
-
-    if out.parent.exists():
-        for stale in out.parent.glob(f".{out.name}.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
 
 
 def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = None,
@@ -185,8 +173,6 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
             pending.append(s)
     if pending:
         runs = [_ShardRun(data, s) for s in pending]
-        for sr in runs:
-            _clean_stale(shard_dir(data, sr.shard))
         t_load = time.perf_counter()
         owned = backend is None
         if owned:
@@ -209,12 +195,9 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
     res.wall_s = time.perf_counter() - t0
     _record(data, job, res)
     if write_marker and not res.errored:
-        marker = job_marker(data, job)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
-        tmp.write_text(canonical_json({"job": job.name, "key": job_key(data, job),
-                                       "shards": [s.id for s in job.shards]}) + "\n")
-        os.replace(tmp, marker)
+        writer.write_text(job_marker(data, job), canonical_json(
+            {"job": job.name, "key": job_key(data, job),
+             "shards": [s.id for s in job.shards]}) + "\n", kind="job-marker")
     return res
 
 
@@ -269,9 +252,9 @@ async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobR
 def _record(data: dict[str, Any], job: Job, res: JobResult) -> None:
     """The job's timing record beside its log (wall clock: never hashed or frozen)."""
     path = run_dir(data) / "logs" / "rollout" / f"{job.name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
+    writer.write_text(path, json.dumps({
         "job": job.name, "shards": len(job.shards), "ran": len(res.done) + len(res.errored),
         "skipped": len(res.skipped), "errored": res.errored, "backend_loads": res.loads,
         "load_s": round(res.load_s, 6), "wall_s": round(res.wall_s, 6),
-        "load_share": round(res.load_share, 6)}, indent=2, sort_keys=True) + "\n")
+        "load_share": round(res.load_share, 6)}, indent=2, sort_keys=True) + "\n",
+        kind="job-log", sync=False)

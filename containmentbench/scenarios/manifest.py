@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,14 +52,46 @@ def render_suite(suite: str, seed: int, records: dict[str, list[dict[str, Any]]]
     return files
 
 
-def write_files(out: Path, files: dict[str, bytes]) -> None:
-    """Write atomically: every file goes to a temporary name first, then is renamed."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, out / name)
+def check_suite_out(out: Path, suite: str, force: bool = False) -> None:
+    """A suite folder is written only where it is new, empty, or an earlier output of the
+    same suite: a committed suite (``scenarios/smoke``) is never replaced by another suite,
+    ``--force`` or not. Called before any work."""
+    from containmentbench.integrity import writer
+
+    out = Path(out)
+    writer.check_out(out, "suite", force)
+    try:
+        held = json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("suite")
+    except (OSError, ValueError, AttributeError):
+        return
+    if held is not None and held != suite and Path(str(held)).name != Path(suite).name:
+        raise BenchError(f"holds the suite '{held}'; refusing to replace it with '{suite}' "
+                         f"(--force or not): choose another folder", file=str(out),
+                         field="out")
+
+
+def _same_files(new: Path, old: Path) -> bool:
+    names = sorted(p.name for p in new.iterdir() if not p.name.startswith("."))
+    return names == sorted(p.name for p in old.iterdir() if not p.name.startswith(".")) and \
+        all((new / n).read_bytes() == (old / n).read_bytes() for n in names)
+
+
+def write_suite_files(out: Path, suite: str, files: dict[str, bytes], force: bool = False,
+                      check: Any = None) -> str:
+    """Write a suite folder as a whole (integrity.writer: an identical suite is kept, a
+    different earlier one of the same suite replaced only with ``force`` and moved aside).
+    ``check(folder)`` may return problems found in the built folder before it is put in
+    place (the first one is a one-line error). Returns what happened, in words."""
+    from containmentbench.integrity import writer
+
+    check_suite_out(out, suite, force)
+    with writer.building_dir(Path(out), "suite", force, identical=_same_files) as b:
+        for name, data in files.items():
+            b.put(name, data)
+        problems = check(b.tmp) if check is not None else []
+        if problems:
+            raise BenchError(f"suite does not verify: {problems[0]}", file=str(out))
+    return b.result
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:

@@ -7,7 +7,6 @@ and a finished shard is never overwritten by a failed run.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,7 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import SchemaError
-from containmentbench.integrity.outdir import (
-    check_out,
-    clean_leftovers,
-    commit_dir,
-    tmp_path,
-)
+from containmentbench.integrity import writer
 from containmentbench.trace.schema import SCHEMA_VERSION, TABLES
 
 CHECKSUMS = "SHA256SUMS"
@@ -75,9 +69,10 @@ def check_schema(schema: pa.Schema, name: str, path: str) -> None:
                           field=extra[0])
 
 
-def write_table(path: str | Path, name: str, table: pa.Table) -> None:
-    check_schema(table.schema, name, str(path))
-    pq.write_table(_with_meta(table, name), str(path), **_WRITE_OPTS)
+def table_bytes(name: str, table: pa.Table, where: str = "<in-memory table>") -> bytes:
+    """A trace table as the Parquet bytes of its contract (schema checked, metadata set)."""
+    check_schema(table.schema, name, where)
+    return writer.parquet_bytes(_with_meta(table, name), **_WRITE_OPTS)
 
 
 def by_rollout(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
@@ -126,32 +121,27 @@ def write_shard(out_dir: str | Path, tables: Mapping[str, pa.Table], *,
                 extra: Mapping[str, bytes] | None = None, force: bool = False) -> Path:
     """Write a shard's tables atomically with a checksum sidecar; returns the final folder.
 
-    The files go to ``.<name>.tmp-<pid>`` first; the folder is put in place only when every
-    file and ``SHA256SUMS`` are written (integrity.outdir.commit_dir: an identical existing
+    The files are built in a temporary sibling folder, which is put in place only when every
+    file and ``SHA256SUMS`` are written (integrity.writer.building_dir: an identical existing
     shard is kept, a different one is replaced only with ``force`` and then moved aside,
     never deleted; a folder that is not a shard is refused). Leftovers of a killed earlier
     run are cleaned first. ``extra`` files (name -> bytes, e.g. the shard's key record) are
     written and checksummed with the tables."""
+    import hashlib
+
     out = Path(out_dir)
-    clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists() and not verify_shard(d))
-    check_out(out, "shard", force)
-    tmp = tmp_path(out)
-    tmp.mkdir(parents=True)
-    try:
+    writer.check_out(out, "shard", force)
+    writer.clean_leftovers(out, complete=lambda d: (d / CHECKSUMS).exists()
+                           and not verify_shard(d))
+    with writer.building_dir(out, "shard", force, identical=_same_shard) as b:
         sums = []
-        for name, table in tables.items():
-            p = tmp / f"{name}.parquet"
-            write_table(p, name, table)
-            sums.append(f"{sha256_file(p)}  {name}.parquet")
-        for fname, payload in (extra or {}).items():
-            (tmp / fname).write_bytes(payload)
-            sums.append(f"{sha256_file(tmp / fname)}  {fname}")
-        (tmp / CHECKSUMS).write_text("\n".join(sorted(sums, key=lambda s: s.split()[1]))
-                                     + "\n")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    commit_dir(tmp, out, "shard", force, identical=_same_shard)
+        files = {f"{name}.parquet": table_bytes(name, table, str(out / f"{name}.parquet"))
+                 for name, table in tables.items()}
+        files.update(extra or {})
+        for fname, payload in files.items():
+            b.put(fname, payload)
+            sums.append(f"{hashlib.sha256(payload).hexdigest()}  {fname}")
+        b.put_text(CHECKSUMS, "\n".join(sorted(sums, key=lambda s: s.split()[1])) + "\n")
     return out
 
 

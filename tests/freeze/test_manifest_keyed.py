@@ -1,5 +1,7 @@
-"""The study manifest: keyed (HMAC) authentication of metadata and files, figures covered,
-paths outside the study refused, metadata checked against the study's own data."""
+"""The study manifest: one keyed (HMAC) authentication over the whole manifest, figures
+covered, paths outside the study refused, metadata checked against the study's own data; no
+entry can be spliced in from another manifest, and an older manifest restored with its tables
+is recognised by its freeze counter."""
 
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ def _verify(study: Path, capsys) -> tuple[int, str]:
 def test_keyed_manifest_verifies_and_covers_figures(keyed, capsys, monkeypatch):
     monkeypatch.setenv("CONTAINMENTBENCH_KEY", KEY)
     m = json.loads((keyed / "MANIFEST.json").read_text())
-    assert m["auth"]["alg"] == "hmac-sha256" and "simulated_agent" in m["auth"]["fields"]
+    assert m["auth"]["alg"] == "hmac-sha256" and len(m["auth"]["mac"]) == 64
+    assert m["freeze"] == 1 and m["previous"] is None
     assert any(k.startswith("figures/") for k in m["files"])
     rc, err = _verify(keyed, capsys)
     assert rc == 0 and "only accidental" not in err
@@ -64,8 +67,7 @@ def test_flipped_simulated_agent_is_detected(keyed, tmp_path, capsys, monkeypatc
     monkeypatch.setenv("CONTAINMENTBENCH_KEY", KEY)
     rc, err = _verify(study, capsys)
     assert rc == 1
-    assert "metadata field 'simulated_agent' changed" in err
-    assert "metadata field 'backends' changed" in err
+    assert "MANIFEST.json: authentication failed" in err
     # without a key the study's own data still contradicts the forged metadata
     monkeypatch.delenv("CONTAINMENTBENCH_KEY")
     rc, err = _verify(study, capsys)
@@ -85,7 +87,7 @@ def test_recomputed_file_hash_is_detected_with_a_key(keyed, tmp_path, capsys, mo
     assert _verify(study, capsys)[0] == 0  # plain hashes cannot see it ...
     monkeypatch.setenv("CONTAINMENTBENCH_KEY", KEY)
     rc, err = _verify(study, capsys)
-    assert rc == 1 and f"file '{rel}': recorded hash changed" in err  # ... the key can
+    assert rc == 1 and "MANIFEST.json: authentication failed" in err  # ... the key can
 
 
 def test_removed_and_added_files_are_named(keyed, tmp_path, capsys, monkeypatch):
@@ -120,3 +122,47 @@ def test_wrong_key_and_key_file_inside(keyed, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CONTAINMENTBENCH_KEY_FILE", str(study / "key"))
     rc, err = _verify(study, capsys)
     assert rc == 2 and "inside the folder it protects" in err
+
+
+def _refreeze(study: Path, monkeypatch, capsys, resamples: int) -> None:
+    """A legitimate rebuild: analyze again with --force (journalled), then freeze."""
+    monkeypatch.setenv("CONTAINMENTBENCH_KEY", KEY)
+    assert run_cli("analyze", study / "metrics" / "rollout_metrics.parquet", "--out", study,
+                   "--resamples", resamples, "--force") == 0
+    assert run_cli("freeze", study) == 0
+    capsys.readouterr()
+
+
+def test_an_entry_spliced_from_an_older_manifest_is_refused(keyed, tmp_path, capsys,
+                                                            monkeypatch):
+    study = _copy(keyed, tmp_path)
+    old = json.loads((study / "MANIFEST.json").read_text())
+    old_bytes = {k: (study / k).read_bytes() for k in old["files"] if k.startswith("tables/")}
+    _refreeze(study, monkeypatch, capsys, 300)   # other intervals: some tables change
+    new = json.loads((study / "MANIFEST.json").read_text())
+    changed = sorted(k for k in old_bytes if new["files"].get(k) != old["files"][k])
+    assert new["freeze"] == 2 and new["previous"] and changed
+    assert _verify(study, capsys)[0] == 0
+    t12 = changed[0]
+    # the forger puts back the old table with its old digest (a valid MAC'd entry once)
+    (study / t12).write_bytes(old_bytes[t12])
+    new["files"][t12] = old["files"][t12]
+    (study / "MANIFEST.json").write_text(json.dumps(new))
+    rc, err = _verify(study, capsys)
+    assert rc == 1 and "MANIFEST.json: authentication failed" in err
+
+
+def test_an_older_manifest_restored_with_its_tables_is_recognised(keyed, tmp_path, capsys,
+                                                                  monkeypatch):
+    study = _copy(keyed, tmp_path)
+    old = {p: p.read_bytes() for p in study.rglob("*") if p.is_file()
+           and not any(part.startswith(".") for part in p.relative_to(study).parts)}
+    _refreeze(study, monkeypatch, capsys, 300)
+    assert _verify(study, capsys)[0] == 0
+    for p, data in old.items():  # the old tables, figures and manifest put back
+        p.write_bytes(data)
+    assert _verify(study, capsys)[0] == 0   # consistent on its own (an honest old freeze) ...
+    capsys.readouterr()
+    rc = run_cli("verify", study, "--expect-freeze", 2)
+    err = capsys.readouterr().err
+    assert rc == 1 and "is freeze 1, expected 2" in err   # ... but recognisably older

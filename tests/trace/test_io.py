@@ -75,15 +75,19 @@ def test_corruption_detected(tmp_path):
 def test_failed_write_keeps_finished_shard(tmp_path, monkeypatch):
     shard = write_shard(tmp_path / "s", {"edges": _edges()})
     before = (shard / "edges.parquet").read_bytes()
-    import containmentbench.trace.io as tio
+    from containmentbench.integrity import writer
 
-    def boom(*a, **k):
-        raise RuntimeError("disk full")
+    real = writer.BuildDir.put
 
-    monkeypatch.setattr(tio, "write_table", boom)
-    with pytest.raises(RuntimeError):
-        write_shard(tmp_path / "s", {"edges": _edges(5)})
+    def boom(self, rel, data):
+        real(self, rel, data[: len(data) // 2])  # half a file, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writer.BuildDir, "put", boom)
+    with pytest.raises(OSError):
+        write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
     assert (shard / "edges.parquet").read_bytes() == before and verify_shard(shard) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no temporary left
 
 
 # ------------------------------------------------------------------ never delete (issue 11)
@@ -100,7 +104,7 @@ def test_rewrite_identical_keeps_old_different_needs_force(tmp_path):
     write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
     aside = tmp_path / ".s.replaced-0"
     assert verify_shard(aside) == [] and verify_shard(shard) == []  # old kept, new in place
-    assert [p.name for p in tmp_path.glob(".s.tmp-*")] == []
+    assert [p.name for p in tmp_path.glob(".s.cbtmp-*")] == []
 
 
 def test_foreign_folder_is_refused(tmp_path):
@@ -114,20 +118,44 @@ def test_foreign_folder_is_refused(tmp_path):
 
 
 def test_crash_leftovers_are_cleaned_on_the_next_run(tmp_path, monkeypatch):
-    import containmentbench.integrity.outdir as outdir
+    from containmentbench.integrity import writer
 
     old = write_shard(tmp_path / "a", {"edges": _edges()})
-    # a killed writer's half-written folder, and a complete one (the old shard after a swap)
-    (tmp_path / ".s.tmp-99999").mkdir()
-    (tmp_path / ".s.tmp-99999" / "edges.parquet").write_bytes(b"half")
-    shutil.copytree(old, tmp_path / ".s.tmp-99998")
+    # a killed writer's half-written folder, and a complete one (the old shard after a swap):
+    # both carry our name tag and our record
+    half, full = writer.tmp_path(tmp_path / "s"), writer.tmp_path(tmp_path / "s")
+    half.mkdir()
+    (half / writer.RECORD).write_text("shard\n")
+    (half / "edges.parquet").write_bytes(b"half")
+    shutil.copytree(old, full)
+    # what is not ours stays, whatever its name looks like
+    for name in (".s.tmp-99999", ".s.old-backup", ".s.cbtmp-000000000000-00000000"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_text("mine")
     write_shard(tmp_path / "s", {"edges": _edges()})
-    assert not (tmp_path / ".s.tmp-99999").exists()           # incomplete: ours, removed
-    assert verify_shard(tmp_path / ".s.replaced-0") == []      # complete: kept aside
+    assert not half.exists()                                     # incomplete: ours, removed
+    assert verify_shard(tmp_path / ".s.replaced-0") == []        # complete: kept aside
+    for name in (".s.tmp-99999", ".s.old-backup", ".s.cbtmp-000000000000-00000000"):
+        assert (tmp_path / name / "notes.txt").read_text() == "mine"
     # without an atomic exchange the two renames still never lose the old shard
-    monkeypatch.setattr(outdir, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(writer, "_exchange", lambda a, b: False)
     write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
     assert verify_shard(tmp_path / ".s.replaced-1") == [] and verify_shard(tmp_path / "s") == []
+
+
+def test_a_refused_write_touches_no_leftover(tmp_path):
+    """A refusal happens before any cleanup: even our own leftovers stay."""
+    study = tmp_path / "s"
+    study.mkdir()
+    (study / "notes.txt").write_text("mine")
+    from containmentbench.integrity import writer
+
+    left = writer.tmp_path(study)
+    left.mkdir()
+    (left / writer.RECORD).write_text("shard\n")
+    with pytest.raises(BenchError, match="not a shard output"):
+        write_shard(study, {"edges": _edges()})
+    assert left.exists() and (study / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("text", ["", "\n", "abc\n", "0" * 64 + "\n", "0" * 64 + "  ../x\n",

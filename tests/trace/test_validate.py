@@ -9,7 +9,7 @@ import pytest
 
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import SchemaError
-from containmentbench.trace.io import read_table, write_table
+from containmentbench.trace.io import read_table, table_bytes
 from containmentbench.trace.validate import check_edges, check_events, check_shard
 from tests.conftest import run_cli
 
@@ -79,7 +79,8 @@ def test_metrics_cli_one_line_error(shard, tmp_path, capsys):
         (bad / f.name).write_bytes(f.read_bytes())
     _, ed = _tables(shard)
     src, dst = ed.column("src")[5].as_py(), ed.column("dst")[5].as_py()
-    write_table(bad / "edges.parquet", "edges", _set(_set(ed, "src", 5, dst), "dst", 5, src))
+    (bad / "edges.parquet").write_bytes(
+        table_bytes("edges", _set(_set(ed, "src", 5, dst), "dst", 5, src)))
     # a shard written that way by a faulty writer: its checksums match, its content is wrong
     sums = bad / "SHA256SUMS"
     sums.write_text("".join(

@@ -122,7 +122,7 @@ rule adaptive_metrics:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench metrics {params.traces:q} --out {output:q} --workers {threads} > {log:q} 2>&1"
+        "containmentbench metrics {params.traces:q} --out {output:q} --force --workers {threads} > {log:q} 2>&1"
 
 
 rule adaptive_tables:
@@ -141,7 +141,7 @@ rule adaptive_tables:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench search tables {params.run:q} --qualification {params.qualification:q} > {log:q} 2>&1"
+        "containmentbench search tables {params.run:q} --qualification {params.qualification:q} --force > {log:q} 2>&1"
 
 
 rule adaptive_freeze:

@@ -67,7 +67,7 @@ rule adapter_metrics:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench adapters metrics {params.traces:q} --out {output:q} --workers {threads} > {log:q} 2>&1"
+        "containmentbench adapters metrics {params.traces:q} --out {output:q} --force --workers {threads} > {log:q} 2>&1"
 
 
 rule adapter_parity:
@@ -84,7 +84,7 @@ rule adapter_parity:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench adapters parity {params.traces:q} --out {output:q} > {log:q} 2>&1"
+        "containmentbench adapters parity {params.traces:q} --out {output:q} --force > {log:q} 2>&1"
 
 
 rule adapter_analysis:
@@ -103,7 +103,7 @@ rule adapter_analysis:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench analyze {input.metrics:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"
+        "containmentbench analyze {input.metrics:q} --out {params.out:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
 rule adapter_freeze:

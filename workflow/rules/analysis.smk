@@ -20,7 +20,7 @@ rule sensitivity:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench sensitivity {input.metrics:q} --out {output:q} --config {params.config:q} > {log:q} 2>&1"
+        "containmentbench sensitivity {input.metrics:q} --out {output:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
 rule bootstrap:
@@ -38,7 +38,7 @@ rule bootstrap:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench bootstrap {input.metrics:q} --out {output:q} --config {params.config:q} > {log:q} 2>&1"
+        "containmentbench bootstrap {input.metrics:q} --out {output:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
 rule tables:
@@ -62,4 +62,4 @@ rule tables:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench analyze {input.metrics:q} --out {params.out:q} --config {params.config:q} --reparse {input.reparse:q} --sensitivity {input.sensitivity:q} --bootstrap {input.bootstrap:q} > {log:q} 2>&1"
+        "containmentbench analyze {input.metrics:q} --out {params.out:q} --force --config {params.config:q} --reparse {input.reparse:q} --sensitivity {input.sensitivity:q} --bootstrap {input.bootstrap:q} > {log:q} 2>&1"

@@ -19,5 +19,5 @@ rule audit:
     resources:
         **S.cpu_rule_resources(mem_mb=6000),
     shell:
-        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} "
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} --force "
         "> {log:q} 2>&1"

@@ -13,4 +13,4 @@ rule metrics:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "containmentbench metrics {params.traces:q} --out {output:q} --workers {threads} > {log:q} 2>&1"
+        "containmentbench metrics {params.traces:q} --out {output:q} --force --workers {threads} > {log:q} 2>&1"

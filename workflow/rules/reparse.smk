@@ -14,4 +14,4 @@ rule reparse:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench reparse {params.traces:q} --out {params.out:q} > {log:q} 2>&1"
+        "containmentbench reparse {params.traces:q} --out {params.out:q} --force > {log:q} 2>&1"

@@ -20,7 +20,7 @@ rule cases:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench cases {params.run:q} > {log:q} 2>&1"
+        "containmentbench cases {params.run:q} --force > {log:q} 2>&1"
 
 
 rule report:
@@ -40,4 +40,4 @@ rule report:
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench report {params.run:q} --before-freeze --out {output:q} > {log:q} 2>&1"
+        "containmentbench report {params.run:q} --before-freeze --out {output:q} --force > {log:q} 2>&1"
