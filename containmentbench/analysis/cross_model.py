@@ -108,7 +108,8 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
             "analysis": {k: analysis[k] for k in ("resamples", "confidence", "seed",
                                                   "max_batch_elements")},
             "simulated_agent": sim, "tables": sorted(p.name for p in written)}
-    writer.write_json(out / "analysis.json", info, kind="analysis")
+    writer.ensure_dir(out, "cross-model")
+    writer.write_json(out / "analysis.json", info, kind="cross-model")
     freeze_cross(out, metrics)
     return info
 

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
     p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.add_argument("--force", action="store_true",
+                   help="redo a frozen cross-model folder (old bytes kept under .replaced-N/)")
     p.set_defaults(func=cmd_cross_model)
 
 
@@ -39,6 +41,10 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
         return 0
     if len(args.metrics) < 2:
         raise BenchError("give at least two models' metrics tables", field="metrics")
+    from containmentbench.integrity import writer
+
+    writer.check_out(args.out, "cross-model", args.force)  # never a run folder or a foreign one
+    writer.check_file(args.out / "analysis.json", "cross-model", args.force)
     for m in args.metrics:
         if not m.exists():
             raise BenchError("metrics table not found", file=str(m))
@@ -51,7 +57,8 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
-    info = cross_model(args.metrics, args.out, cfg)
+    with writer.forcing(args.force):
+        info = cross_model(args.metrics, args.out, cfg)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""
     print(f"wrote {args.out}: {info['comparisons']} comparisons of {', '.join(info['models'])} "

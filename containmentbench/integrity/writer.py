@@ -241,6 +241,24 @@ def ensure_dir(d: Path, kind: str = "folder") -> Path:
     return d
 
 
+def adopt_legacy(d: Path, kind: str, owners: dict[str, str]) -> int:
+    """Give a folder written before ownership records existed its record: the folder's kind
+    and, for each file (path relative to ``d`` -> kind), who wrote it. Only a folder with no
+    record at all is adopted, and the caller decides it is ours (the pipeline: a run folder
+    whose ``config.yaml`` names this study and model). Returns the files recorded."""
+    d = Path(d)
+    if not d.is_dir() or _read_record(d) is not None:
+        return 0
+    n = 0
+    for rel, file_kind in sorted(owners.items()):
+        p = d / rel
+        if p.is_file() and not p.is_symlink() and owner_of(p) is None:
+            _update_record(p.parent, name=p.name, file_kind=file_kind)
+            n += 1
+    _update_record(d, kind=kind)
+    return n
+
+
 @contextlib.contextmanager
 def forcing(flag: bool) -> Iterator[None]:
     """Within the block, every write acts as if ``force`` were given when ``flag`` is true

@@ -108,8 +108,13 @@ class Study:
                 from containmentbench.pipeline.locks import handle_stale_locks
 
                 handle_stale_locks()
+                if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
+                    writer.ensure_dir(self.dir / "cross_model", "cross-model")
             for data in self.runs:
                 if not dryrun:
+                    from containmentbench.pipeline.legacy import adopt_run
+
+                    adopt_run(run_dir(data), data)  # a run folder from before records
                     writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
                     save_resolved(data, run_dir(data) / "config.yaml", force=True)
                     if not self.adaptive:

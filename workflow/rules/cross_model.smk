@@ -16,4 +16,4 @@ rule cross_model:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "(containmentbench cross-model {input:q} --out {params.out:q} --config {params.config:q} && containmentbench verify {params.out:q}) > {log:q} 2>&1"
+        "(containmentbench cross-model {input:q} --out {params.out:q} --force --config {params.config:q} && containmentbench verify {params.out:q}) > {log:q} 2>&1"
