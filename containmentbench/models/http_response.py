@@ -152,7 +152,10 @@ def parse_completion(reply: Reply, expected_model: str, secrets: Sequence[str] =
         raise ReplyError(f"malformed response: the body{kind} is not JSON: "
                          f"{shown(reply.body.decode('utf-8', 'replace'), 120, secrets)}") \
             from None
-    return check_completion(data, expected_model, secrets)
+    try:
+        return check_completion(data, expected_model, secrets)
+    except RecursionError:  # arguments that parsed but nest too deeply to render again
+        raise ReplyError("malformed response: the body is nested too deeply") from None
 
 
 def check_completion(data: Any, expected_model: str, secrets: Sequence[str] = ()
@@ -221,7 +224,7 @@ def _arguments(args: Any, at: str) -> Any:
         try:
             value = parse_json(args)
             canonical_json(value)  # NaN and 1e400 parse, but no trace may hold them
-        except ValueError:
+        except (ValueError, RecursionError):
             return args
         return value
     if isinstance(args, dict):

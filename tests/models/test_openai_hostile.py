@@ -482,3 +482,12 @@ def test_an_echoed_key_is_redacted_from_errors_and_logs(server, case, monkeypatc
         assert KEY[:8] not in record.getMessage()
     if case == "echo-503":
         assert caplog.records and c.error.startswith("provider failed after 2 attempts: HTTP 503")
+
+
+def test_deeply_nested_arguments_stay_text_and_never_raise():
+    from containmentbench.models.http_response import check_completion
+
+    deep = "[" * 100_000 + "]" * 100_000
+    body = _message(tool_calls=[{"function": {"name": "x", "arguments": deep}}])
+    c = check_completion(body, "stub")
+    assert json.loads(c.native_calls) == [{"name": "x", "arguments": deep}]
