@@ -61,6 +61,7 @@ class Completion:
     latency_s: float = 0.0             # wall clock of the call (timings only, never hashed)
     attempts: int = 1                  # provider attempts (retries + 1)
     native_calls: str | None = None    # vLLM's own tool parser on ``text`` (canonical JSON)
+    served_model: str | None = None    # the reply's ``model`` (HTTP providers; checked there)
 
 
 def call_record(c: Completion) -> dict[str, Any]:

@@ -7,9 +7,22 @@ Errors never raise. Timeouts, connection errors, HTTP 408, 429 and 5xx are retri
 ``max_retries`` times with exponential backoff and jitter; the jitter comes from a
 ``random.Random`` seeded by (``retry_seed``, request id, request seed), so the delays a request
 would wait are the same on every run, whatever the interleaving. After the last retry, on a
-context-length rejection (HTTP 400/413 whose body mentions context or length) or on any other
-4xx, that request gets ``Completion(error=...)`` and the runtime ends its rollout with status
-``error``; the other requests of the batch are unaffected.
+context-length rejection or on any other 4xx, that request gets ``Completion(error=...)`` and
+the runtime ends its rollout with status ``error``; the other requests of the batch are
+unaffected.
+
+The server is untrusted (issue 22; :mod:`containmentbench.models.http_response`). ``timeout_s``
+is a deadline on the whole attempt -- connect, headers and every read -- not per read, so a
+server that drips a byte a second ends the attempt at ``timeout_s`` (each retry gets its own
+deadline; waiting for a concurrency slot is not counted). The body is streamed and capped at
+``max_response_bytes`` (default 8 MiB; compressed and decompressed), every field of a reply is
+checked by one schema, and a reply that fails any of this is a one-line provider error, never a
+traceback and never retried. A context overflow (error prefixed ``context overflow``, which the
+runtime records instead of failing the shard) is only a 400/413 with an explicit code or a
+server's documented message. The reply's ``model`` must be the requested model (or
+``served_model``, for servers that alias names); it is kept in ``Completion.served_model``.
+Every error text is redacted (:mod:`containmentbench.models.redact`: the API key, credential
+headers and URL credentials) before it is cut, logged or returned.
 
 ``agenerate(request)`` is the same call for one request, awaited from the caller's event loop
 (the asynchronous driver runs one task per episode; ``concurrency`` still bounds the requests in
@@ -42,16 +55,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import random
-import re
 import threading
 import time
 from typing import Any
 
 import httpx  # the `openai` extra; light, and a missing one is reported by make_backend
 
-from containmentbench.canonical import canonical_json
 from containmentbench.errors import BenchError
 from containmentbench.models.base import (
     TOOL_MODES,
@@ -63,7 +75,17 @@ from containmentbench.models.base import (
 )
 from containmentbench.models.constrained import response_format
 from containmentbench.models.hf import resolve_options
+from containmentbench.models.http_response import (
+    ACCEPT_ENCODING,
+    MAX_RESPONSE_BYTES_RANGE,
+    ReplyError,
+    is_context_overflow,
+    parse_completion,
+    read_reply,
+    shown,
+)
 from containmentbench.models.options import defaults
+from containmentbench.models.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +96,8 @@ SNAKEMAKE_RESOURCE = "api_calls"
 OPTIONS: dict[str, Any] = defaults("openai")
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
-_CONTEXT_STATUS = frozenset({400, 413})
-_CONTEXT_WORDS = re.compile(r"context|length|too long|too many tokens", re.IGNORECASE)
+#: characters of a server's text kept in an error
+_SNIPPET = 300
 
 
 class OpenAIBackend:
@@ -89,6 +111,17 @@ class OpenAIBackend:
         if self.concurrency < 1:
             raise BenchError("concurrency must be >= 1", field="backend.options.concurrency")
         self.timeout_s = float(opts["timeout_s"])
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
+            raise BenchError(f"timeout_s must be a number of seconds in (0, 86400], not "
+                             f"{opts['timeout_s']!r}", field="backend.options.timeout_s")
+        self.max_response_bytes = int(opts["max_response_bytes"])
+        lo, hi = MAX_RESPONSE_BYTES_RANGE
+        if not lo <= self.max_response_bytes <= hi:
+            raise BenchError(f"max_response_bytes must be from {lo} to {hi}, not "
+                             f"{self.max_response_bytes}",
+                             field="backend.options.max_response_bytes")
+        #: the name the server must report in every reply's ``model``
+        self.served_model = str(opts["served_model"] or config.model)
         self.max_retries = int(opts["max_retries"])
         self.backoff_base_s = float(opts["backoff_base_s"])
         self.backoff_max_s = float(opts["backoff_max_s"])
@@ -103,7 +136,9 @@ class OpenAIBackend:
                              field="backend.options.seed_supported")
         self._seed_supported: bool | None = None if seed_opt == "measure" else bool(seed_opt)
         self._clients: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
-        self._headers = {"Content-Type": "application/json"}
+        self._headers = {"Content-Type": "application/json",
+                         "Accept-Encoding": ACCEPT_ENCODING}
+        self._secrets: tuple[str, ...] = ()
         key_env = opts["api_key_env"]
         if key_env:
             key = os.environ.get(str(key_env))
@@ -111,6 +146,7 @@ class OpenAIBackend:
                 raise BenchError(f"environment variable '{key_env}' (the API key) is not set",
                                  field="backend.options.api_key_env")
             self._headers["Authorization"] = f"Bearer {key}"
+            self._secrets = (key,)
         #: attempts made per request id in the last ``generate`` call (for timings and tests)
         self.attempts: dict[str, int] = {}
 
@@ -230,6 +266,8 @@ class OpenAIBackend:
         t0 = time.perf_counter()
         comp = await self._attempts(client, semaphore, request)
         comp.latency_s = time.perf_counter() - t0
+        if comp.error:  # formed from redacted parts already; once more, whole
+            comp.error = redact(comp.error, self._secrets)
         comp.attempts = self.attempts.get(request.request_id, comp.attempts)
         comp.prompt_hash = request_hash(request, self.config.model)
         comp.tool_mode = request.tool_mode
@@ -245,32 +283,39 @@ class OpenAIBackend:
         for attempt in range(self.max_retries + 1):
             retry_after = 0.0
             attempts = attempt + 1
+            self.attempts[request.request_id] = attempts
             try:
                 async with semaphore:
-                    response = await client.post(url, json=body)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last = f"{type(exc).__name__}: {exc}".strip()
+                    # the deadline covers connect, headers and every read of this attempt
+                    async with asyncio.timeout(self.timeout_s):
+                        reply = await read_reply(client, url, body, self.max_response_bytes,
+                                                 self._secrets)
+            except (TimeoutError, httpx.TimeoutException):
+                last = f"no complete reply within the {self.timeout_s:g} s deadline"
+            except ReplyError as exc:  # too large or undecodable: the server's doing
+                return Completion(text="", error=str(exc))
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+                last = shown(f"{type(exc).__name__}: {exc}", _SNIPPET, self._secrets)
             else:
-                status = response.status_code
-                text = response.text
+                status = reply.status
+                text = shown(reply.body.decode("utf-8", "replace"), _SNIPPET, self._secrets)
                 if status == 200:
-                    self.attempts[request.request_id] = attempts
-                    return _parse_completion(text)
+                    try:
+                        return parse_completion(reply, self.served_model, self._secrets)
+                    except ReplyError as exc:
+                        return Completion(text="", error=str(exc))
                 if status in RETRY_STATUS:
-                    last = f"HTTP {status}: {_short(text)}"
-                    retry_after = _retry_after_s(response.headers.get("retry-after"))
+                    last = f"HTTP {status}: {text}"
+                    retry_after = _retry_after_s(reply.retry_after)
+                elif is_context_overflow(status, reply.body):
+                    return Completion(text="", error=f"context overflow: HTTP {status}: {text}")
                 else:
-                    self.attempts[request.request_id] = attempts
-                    if status in _CONTEXT_STATUS and _CONTEXT_WORDS.search(text):
-                        return Completion(text="", error=f"context overflow: HTTP {status}: "
-                                                         f"{_short(text)}")
-                    return Completion(text="", error=f"HTTP {status}: {_short(text)}")
+                    return Completion(text="", error=f"HTTP {status}: {text}")
             if attempt < self.max_retries:
                 delay = min(self.backoff_max_s, max(self._delay(attempt, rng), retry_after))
                 log.warning("%s: %s; retry %d/%d in %.2fs", request.request_id, last,
                             attempt + 1, self.max_retries, delay)
                 await asyncio.sleep(delay)
-        self.attempts[request.request_id] = attempts
         return Completion(text="", error=f"provider failed after {attempts} attempts: {last}")
 
 
@@ -289,40 +334,9 @@ def _http_message(m: dict[str, Any]) -> dict[str, Any]:
     return {**m, "tool_calls": out}
 
 
-def _parse_completion(text: str) -> Completion:
-    try:
-        data = json.loads(text)
-        choice = data["choices"][0]
-        message = choice.get("message") or {}
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return Completion(text="", error=f"malformed response: {_short(text)}")
-    content = message.get("content") or ""
-    calls = message.get("tool_calls") or []
-    native = None
-    if calls:  # structured calls: kept as JSON text for our parser, and as the server's parse
-        rendered, parsed = [], []
-        for call in calls:
-            fn = call.get("function") or {}
-            args = fn.get("arguments")
-            with contextlib.suppress(ValueError):  # keep unparsable arguments as text
-                args = json.loads(args) if isinstance(args, str) else args
-            rendered.append(json.dumps({"tool": fn.get("name"), "args": args}, sort_keys=True))
-            parsed.append({"name": fn.get("name"), "arguments": args})
-        content = "\n".join([content, *rendered]) if content else "\n".join(rendered)
-        native = canonical_json(parsed)
-    usage = data.get("usage") or {}
-    return Completion(text=content,
-                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                      completion_tokens=int(usage.get("completion_tokens") or 0),
-                      finish_reason=choice.get("finish_reason"), native_calls=native)
-
-
 def _retry_after_s(value: str | None) -> float:
     try:
-        return max(0.0, float(value)) if value else 0.0
+        seconds = float(value) if value else 0.0
     except ValueError:  # an HTTP date: fall back to our own backoff
         return 0.0
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0

@@ -53,7 +53,9 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "base_url": ((str,), "http://127.0.0.1:8000/v1"),
         "api_key_env": (_OPT_STR, None),           # NAME of the env variable holding the key
         "concurrency": ((int,), 8),                # requests in flight
-        "timeout_s": (_NUM, 300.0),                # per attempt
+        "timeout_s": (_NUM, 300.0),                # deadline of a whole attempt (all reads)
+        "max_response_bytes": ((int,), 8 * 2**20),  # cap, compressed and decoded (1 KiB-64 MiB)
+        "served_model": (_OPT_STR, None),          # the reply's model, if not the requested one
         "max_retries": ((int,), 4),                # retries after the first attempt
         "backoff_base_s": (_NUM, 1.0),
         "backoff_max_s": (_NUM, 60.0),

@@ -141,13 +141,17 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
     failed = [e for e in eps if e.status == "error" and not is_context_overflow(e.error)]
     marker = errored_marker(data, s)
     if eps and len(failed) / len(eps) > bound:
+        from containmentbench.models.redact import configured_secrets, redact
+
+        # a server may echo our key: never on disk or in the log (backends redact too)
+        first = redact(failed[0].error or "", configured_secrets(data["backend"].get("options")))
         writer.write_text(marker, canonical_json({
             "shard": s.id, "rollouts": len(eps), "errors": len(failed),
             "error_rate": len(failed) / len(eps), "max_error_rate": bound,
-            "first_error": failed[0].error, "rollout_id": failed[0].spec.rollout_id}) + "\n",
+            "first_error": first, "rollout_id": failed[0].spec.rollout_id}) + "\n",
             kind="errored-record")
         print(f"containmentbench: shard {s.id} errored: {len(failed)}/{len(eps)} rollouts "
-              f"ended in a provider error (bound {bound:g}); first: {failed[0].error}; "
+              f"ended in a provider error (bound {bound:g}); first: {first}; "
               f"not written", file=sys.stderr)
         return False
     tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)

@@ -73,7 +73,7 @@ class _Stub(BaseHTTPRequestHandler):
         if key == SEED_PROBE and server.honours_seed:
             text = f"sea {body.get('seed')}"
         return self._send(200, {
-            "id": "x", "object": "chat.completion",
+            "id": "x", "object": "chat.completion", "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},

@@ -140,8 +140,9 @@ class _Stub(BaseHTTPRequestHandler):
     """A minimal OpenAI-compatible chat endpoint: every agent answers at once."""
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"id": "c", "object": "chat.completion", "choices": [
+        asked = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        body = json.dumps({"id": "c", "object": "chat.completion", "model": asked["model"],
+                           "choices": [
             {"index": 0, "finish_reason": "stop",
              "message": {"role": "assistant", "content": '{"final_answer": "Done."}'}}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
