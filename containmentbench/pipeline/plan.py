@@ -26,7 +26,7 @@ from containmentbench.errors import BenchError
 OPERATIONAL_OPTIONS = frozenset({
     "base_url", "api_key", "api_key_env", "concurrency", "timeout_s", "connect_timeout_s",
     "max_retries", "backoff_base_s", "backoff_max_s", "retry_seed", "latency_ms",
-    "request_timeout_s", "headers"})
+    "request_timeout_s", "headers", "max_response_bytes"})
 #: backend settings that are operational in the same sense (episodes in flight)
 OPERATIONAL_SETTINGS = frozenset({"window"})
 #: ``cluster.rollout_group``: which shards one rollout job runs (the engine is loaded once per
