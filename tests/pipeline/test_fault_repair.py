@@ -61,6 +61,17 @@ def _corrupt(study: Path) -> list[str]:
     return [d.relative_to(study / "traces").as_posix() for d in (a, b, c)]
 
 
+def test_every_entry_of_a_study_is_covered_or_listed(finished):
+    """Coverage by rule: each top-level entry a study writes is covered by its manifest or
+    listed, with the reason, as not covered (integrity/frozen.py)."""
+    from containmentbench.integrity.frozen import COVERED_DIRS, COVERED_FILES, NOT_COVERED
+
+    study = finished[1]
+    names = {p.name for p in study.iterdir() if not p.name.startswith(".")}
+    assert names - set(COVERED_DIRS) - set(COVERED_FILES) - set(NOT_COVERED) == set()
+    assert {"tables", "audit", "analysis", "traces"} <= names
+
+
 def test_dry_run_changes_nothing_then_one_run_repairs(finished):
     base, study, ref = finished
     damaged = _corrupt(study)
