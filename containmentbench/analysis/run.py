@@ -58,7 +58,6 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     t0 = time.perf_counter()
     out = Path(out)
     frozen.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
-    writer.ensure_dir(out, "analysis")
     df = read_frame(metrics_path)
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
@@ -120,6 +119,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     if t24 is not None:
         out_tables.append(t24)
     written = []
+    writer.ensure_dir(out, "analysis")  # after every input was read and checked
     for t in out_tables:
         written += write(t, out / "tables")
     for t in fig_tables:

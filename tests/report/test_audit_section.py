@@ -38,6 +38,7 @@ def audited(run_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("audited") / "smoke"
     shutil.copytree(run_dir, root)
     (root / "MANIFEST.json").unlink()
+    (root / ".frozen-manifest.json").unlink()  # unfrozen: a study before its first freeze
     shutil.rmtree(root / "report")
     m = pl.read_parquet(root / "metrics" / "rollout_metrics.parquet").sort("rollout_id")
     rollouts = m.select("rollout_id", "stage", "defense", "model", "seed").to_dicts()
@@ -105,8 +106,8 @@ def test_tampered_audit_table_is_refused(audited, tmp_path, capsys):
 
 
 def test_audit_table_missing_from_the_manifest_is_refused(audited, tmp_path, capsys):
-    # verify covers only the files the manifest lists; an audit table added after freeze is
-    # caught by the report's own per-table check
+    # audit/ is covered by the manifest: an audit table added after freeze fails verify, so
+    # the report refuses the study before its own per-table check
     copy = tmp_path / "run"
     shutil.copytree(audited, copy)
     shutil.copyfile(copy / "audit" / "tables" / "audit_gap.parquet",
@@ -114,6 +115,6 @@ def test_audit_table_missing_from_the_manifest_is_refused(audited, tmp_path, cap
     capsys.readouterr()
     assert run_cli("report", copy, "--out", tmp_path / "r") == 2
     err = capsys.readouterr().err
-    assert "audit/tables/audit_late.parquet: sha256 differs from MANIFEST.json" in err
+    assert "audit/tables/audit_late.parquet: file added (not in MANIFEST.json)" in err
     assert err.count("\n") == 1
     assert not (tmp_path / "r").exists()
