@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -379,7 +380,9 @@ def build_report(run_dir: str | Path, out: str | Path | None = None,
     return report.build()
 
 
+_ROLLOUT_LINK = re.compile(r"rollouts/(r-[0-9a-f]+)\.html")
+
+
 def linked_rollouts(index_html: Iterable[str]) -> list[str]:
     """Rollout ids linked from report pages (tests and the browser check use it)."""
-    import re
-    return sorted({m for t in index_html for m in re.findall(r"rollouts/(r-[0-9a-f]+)\.html", t)})
+    return sorted({m for t in index_html for m in _ROLLOUT_LINK.findall(t)})
