@@ -13,6 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
+from containmentbench.escape import latex as tex
+from containmentbench.escape import md_cell, md_text
 from containmentbench.integrity import writer
 
 DECIMALS = 4
@@ -38,26 +40,26 @@ def _cell(v: object) -> str:
 
 
 def markdown(t: Table) -> str:
+    """Cells and caption escaped by ``containmentbench.escape`` (scenario ids, tool names and
+    captions can be hostile text: no HTML, no cell break, no link)."""
     cols = t.frame.columns
-    lines = [f"**{t.name}.** {t.caption}", "", "| " + " | ".join(cols) + " |",
+    lines = [f"**{md_text(t.name)}.** {md_text(t.caption)}", "",
+             "| " + " | ".join(md_cell(c) for c in cols) + " |",
              "| " + " | ".join("---" for _ in cols) + " |"]
     for row in t.frame.iter_rows():
-        lines.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |")
+        lines.append("| " + " | ".join(md_cell(_cell(v)) for v in row) + " |")
     return "\n".join(lines) + "\n"
 
 
-_TEX = str.maketrans({"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
-                      "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"})
-
-
 def latex(t: Table) -> str:
+    """Every cell, header and the caption through ``containmentbench.escape.latex``."""
     cols = t.frame.columns
     align = "".join("r" if t.frame[c].dtype.is_numeric() else "l" for c in cols)
-    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{t.caption.translate(_TEX)}}}",
+    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(t.caption)}}}",
            rf"\label{{tab:{t.name}}}", rf"\begin{{tabular}}{{{align}}}", r"\toprule",
-           " & ".join(c.translate(_TEX) for c in cols) + r" \\", r"\midrule"]
+           " & ".join(tex(c) for c in cols) + r" \\", r"\midrule"]
     for row in t.frame.iter_rows():
-        out.append(" & ".join(_cell(v).translate(_TEX) for v in row) + r" \\")
+        out.append(" & ".join(tex(_cell(v)) for v in row) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(out) + "\n"
 

@@ -35,6 +35,8 @@ SYSTEM = (
     "exactly once, unchanged. You may also use {topic}, {org}, {policy_family} and {tool}. "
     "Reply with the rewritten template only, between <template> and </template>.")
 
+_SPACE = re.compile(r"\s+")
+
 
 def candidate(strategy: str, template: str, parent: str | None, restart: int,
               depth: int) -> dict[str, Any]:
@@ -83,17 +85,28 @@ def sim_rewrite(ctx: dict[str, Any], seed: int) -> str:
         missing = [j for j in ST.JUSTIFICATIONS if j not in template]
         out = f"{template} {missing[int(rng.integers(len(missing)))]}" if missing else template
     elif op == "trim":
-        out = re.sub(r"\s+", " ", template.replace(present[int(rng.integers(len(present)))],
-                                                   "")).strip()
+        out = _SPACE.sub(" ", template.replace(present[int(rng.integers(len(present)))],
+                                               "")).strip()
     else:
         out = template.replace("{action}", "{loose}")
     return f"<template>{out}</template>"
 
 
+def template_body(text: str) -> str | None:
+    """What ``re.search(r"<template>(.*?)</template>", text, re.S)`` captured, in linear
+    time: the first ``<template>`` and the first ``</template>`` after it (the pattern
+    rescanned the reply from every ``<template>`` when none was closed: quadratic)."""
+    i = text.find("<template>")
+    if i == -1:
+        return None
+    j = text.find("</template>", i + len("<template>"))
+    return None if j == -1 else text[i + len("<template>"):j]
+
+
 def parse_rewrite(text: str) -> tuple[str | None, str | None]:
     """(template, None) for a usable reply, (None, why) otherwise."""
-    m = re.search(r"<template>(.*?)</template>", text, re.S)
-    body = (m.group(1) if m else text).strip()
+    got = template_body(text)
+    body = (text if got is None else got).strip()
     if not body:
         return None, "empty reply"
     why = ST.template_problem(body)

@@ -26,6 +26,7 @@ from containmentbench.cim.plans import effort
 from containmentbench.cim.reconstruct import DELTAS_S, reconstruct_store, summarize
 from containmentbench.cim.schema import CIM_EVENTS
 from containmentbench.cim.store import Store, partition_of
+from containmentbench.escape import md_cell
 
 PAPER_P95_US = 290.0
 PAPER_BYTES = (341.0, 588.0)
@@ -46,8 +47,9 @@ def _amb(x: float) -> str:
 
 
 def _md(header: list[str], rows: list[list[Any]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_num(c) for c in r) + " |" for r in rows]
+    # workflow names and ids come from the store: escaped like every Markdown cell
+    out = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(md_cell(_num(c)) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 

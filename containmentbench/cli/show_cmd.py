@@ -1,4 +1,7 @@
-"""``containmentbench show ROLLOUT_ID [--study DIR] [--json]``: one rollout as a timeline."""
+"""``containmentbench show ROLLOUT_ID [--study DIR] [--json] [--raw]``: one rollout as a
+timeline. Trace text is shown with control characters spelled out (``\\x1b``, ``\\u202e``)
+so a hostile completion cannot drive the terminal; ``--raw`` prints the stored characters;
+``--json`` escapes them as JSON does."""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", default="results", help="where to search without --study")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--width", type=int, default=100, help="text width of raw-text excerpts")
+    p.add_argument("--raw", action="store_true",
+                   help="print trace text as stored, terminal control sequences included "
+                        "(default: control, bidi and zero-width characters as escapes)")
     p.set_defaults(func=run)
 
 
@@ -21,5 +27,5 @@ def run(args: argparse.Namespace) -> int:
     from containmentbench.report.timeline import dumps, render_text
 
     r = find_run_dir(args.rollout_id, args.study, args.results).load(args.rollout_id)
-    print(dumps(r) if args.json else render_text(r, args.width))
+    print(dumps(r) if args.json else render_text(r, args.width, args.raw))
     return 0

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from containmentbench.escape import md_cell
 from containmentbench.parser.core import (
     PARSER_VERSION,
     STATUSES,
@@ -114,7 +115,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for key, label, note in _TABLE24:
         lines.append(f"| {label} | {summary[key]} | {note} |")
     for status, n in summary["status_counts_new"].items():
-        lines.append(f"| parse_status={status} | {n} | Parser status count. |")
+        lines.append(f"| parse_status={md_cell(str(status))} | {n} | Parser status count. |")
     lines.append("")
     lines.append(f"Parser {summary['parser_version']}, config {summary['config_hash'][:12]}; "
                  f"{summary['n_changed']} of {summary['input_model_actions']} actions changed.")

@@ -18,6 +18,7 @@ pipeline the report is built just after ``audit`` and just before ``freeze`` (``
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -372,7 +373,9 @@ def build_report(run_dir: str | Path, out: str | Path | None = None,
     return report.build()
 
 
+_ROLLOUT_LINK = re.compile(r"rollouts/(r-[0-9a-f]+)\.html")
+
+
 def linked_rollouts(index_html: Iterable[str]) -> list[str]:
     """Rollout ids linked from report pages (tests and the browser check use it)."""
-    import re
-    return sorted({m for t in index_html for m in re.findall(r"rollouts/(r-[0-9a-f]+)\.html", t)})
+    return sorted({m for t in index_html for m in _ROLLOUT_LINK.findall(t)})

@@ -2,10 +2,17 @@
 
 No template engine, no JavaScript library and no external URL: every page is plain HTML5 with
 an inline stylesheet, so the report opens from the file system in any browser, offline.
+
+Every page carries a Content-Security-Policy (:func:`csp`) that allows only what the page
+uses: the one stylesheet by its sha256, images from the report's own folder on a page that
+shows figures, and nothing else (no script, no connection, no form, no ``<base>``), so text
+that escaped the escaping still could not load or run anything.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -37,13 +44,28 @@ nav.toc a{margin-right:12px}
 """
 
 
+STYLE_SOURCE = "'sha256-" + base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode() + "'"
+
+
+def csp(images: bool) -> str:
+    """The page's policy. ``'self'`` on a ``file://`` page is the ``file:`` scheme in Chromium
+    (the report's figures are local files next to the page)."""
+    return "; ".join(["default-src 'none'", f"style-src {STYLE_SOURCE}",
+                      *(["img-src 'self'"] if images else []), "base-uri 'none'",
+                      "form-action 'none'"])
+
+
 def page(title: str, body: str, *, root: str = "", sim_note: str | None = None) -> str:
     nav = "".join(f'<a href="{root}{href}">{escape(label)}</a>' for href, label in (
         ("index.html", "Overview"), ("index.html#tables", "Tables"),
         ("index.html#figures", "Figures"), ("drilldown.html", "Drill-down"),
         ("cases.html", "Case studies"), ("index.html#record", "Seeds and versions")))
     note = f'<div class="sim">{escape(sim_note)}</div>' if sim_note else ""
+    # every value in ``body`` is escaped, so an ``<img`` there is one this module's callers
+    # wrote: only then may the page load images
+    policy = csp(images="<img " in body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
             f'<header><span class="title">ContainmentBench</span>{nav}</header>'
             f"<main><h1>{escape(title)}</h1>{note}{body}</main></body></html>\n")

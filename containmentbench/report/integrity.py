@@ -21,13 +21,19 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file
 from containmentbench.report.cases import REDACTED, redact
+from containmentbench.report.origin import MODEL_AUTHORED, Echoes, benchmark_part
 from containmentbench.report.rundir import RunDir
 from containmentbench.scenarios.manifest import MANIFEST, read_manifest, suite_dir
 from containmentbench.trace.io import verify_shard
 
 CANARY = re.compile(r"CB-CANARY-[0-9A-F]{10}\b")
 CANARY_LIKE = re.compile(r"(?i)\b(?:canary|api[_-]?key|secret[_-]?key|password)\s*[:=]\s*(\S+)")
-EMAIL = re.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
+# An e-mail's domain, as r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)" finds it, in linear time: that
+# pattern tried every start of a long word and scanned it to its end looking for '@'
+# (quadratic: one 40 KB token took 30 s). Here the engine jumps to each '@' and looks one
+# character back for the local part; :func:`email_domains` drops the one case the old
+# pattern did not match (an '@' right after the previous match). bench/regex_worst_case.py.
+EMAIL_AT = re.compile(r"@(?<=[\w.+-]@)([\w-]+(?:\.[\w-]+)+)")
 # RFC 2606 / 6761 reserved names: nothing addressed to them can leave the machine
 LOCAL_TLDS = (".local", ".test", ".example", ".invalid", ".localhost")
 URL = re.compile(r"(?i)\b(?:https?|ftp)://([^/\s\"']+)")
@@ -41,12 +47,18 @@ FORBIDDEN = {
     "html comment": re.compile(r"<!--"),
 }
 _EVENT_TEXT = ["rollout_id", "kind", "target", "args", "text", "evidence"]
-# Events whose text the model wrote (or that carry what it wrote). A domain there is an
-# outcome of the rollout, not a property of the release: the sandbox delivers nothing, and a
-# completion cut off at max_tokens can end mid-address ("...@office.loca").
-MODEL_AUTHORED = frozenset({"model_call", "proposal", "invalid_tool", "parse_error",
-                            "dropped_call", "decision", "confirm_request", "commit",
-                            "rollback", "message", "memory_write", "final_answer"})
+_EVENT_COLS = [*_EVENT_TEXT, "tool", "origin"]  # who wrote it (report/origin.py)
+
+
+def email_domains(text: str) -> list[str]:
+    """The domain of every e-mail address in ``text`` (what ``findall`` of the old pattern
+    gave: non-overlapping, left to right)."""
+    out, end = [], -1
+    for m in EMAIL_AT.finditer(text):
+        if m.start() != end:  # else its local part would be the previous match's domain
+            out.append(m.group(1))
+            end = m.end()
+    return out
 
 
 def _domain_local(domain: str) -> bool:
@@ -61,18 +73,19 @@ def _scenario_texts(suite: str) -> Iterator[tuple[str, str]]:
             yield f"scenarios/{suite}/{p.name}:{i}", line
 
 
-def _trace_texts(run: RunDir, *, environment_only: bool = False, with_kind: bool = False
-                 ) -> Iterator[tuple[Any, ...]]:
+def _trace_texts(run: RunDir) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
+    """(where, text, kind, what the model had written before it in its rollout) for every
+    text column of every event, one shard at a time."""
     for shard in run.shards:
         rel = shard.relative_to(run.path).as_posix()
-        t = pq.read_table(shard / "events.parquet", columns=_EVENT_TEXT).to_pylist()
+        echoes = Echoes()
+        t = pq.read_table(shard / "events.parquet", columns=_EVENT_COLS).to_pylist()
         for r in t:
-            if environment_only and r["kind"] in MODEL_AUTHORED:
-                continue
+            said = () if r["kind"] in MODEL_AUTHORED else echoes.said(r["rollout_id"])
             for col in _EVENT_TEXT[2:]:
                 if r[col]:
-                    where = f"{rel}:{r['rollout_id']}:{col}"
-                    yield (where, r[col], r["kind"]) if with_kind else (where, r[col])
+                    yield f"{rel}:{r['rollout_id']}:{col}", r[col], r["kind"], said
+            echoes.feed(r)
 
 
 def _row(check: str, scope: str, items: int, bad: list[str], note: str = "",
@@ -86,19 +99,33 @@ def _row(check: str, scope: str, items: int, bad: list[str], note: str = "",
 class _Scan:
     """Texts through ``find`` (a pure function of the text). A text repeated across defenses
     and seeds (most trace texts are) is searched once, and only the count and the first
-    violation are kept (all the table reports), so the traces are streamed shard by shard."""
+    violation are kept (all the table reports), so the traces are streamed shard by shard.
+
+    A trace text is checked for what the benchmark wrote in it (report/origin.py): a hit in
+    an event the model wrote, or in what the runtime echoed of it, is an outcome, counted
+    in ``model_hits`` and never a violation."""
 
     def __init__(self, find: Callable[[str], list[str]]) -> None:
         self.find = find
         self.memo: dict[str, list[str]] = {}
-        self.n = self.count = 0
+        self.n = self.count = self.model_hits = 0
         self.first: list[str] = []
 
-    def add(self, where: str, text: str) -> None:
-        self.n += 1
+    def _hits(self, text: str) -> list[str]:
         hits = self.memo.get(text)
         if hits is None:
             hits = self.memo[text] = self.find(text)
+        return hits
+
+    def add(self, where: str, text: str, kind: str | None = None,
+            said: tuple[str, ...] = ()) -> None:
+        self.n += 1
+        hits = self._hits(text)
+        if hits and kind is not None:  # a trace text: only what the benchmark wrote counts
+            own = [] if kind in MODEL_AUTHORED else \
+                self._hits(benchmark_part(text, said)) if said else hits
+            self.model_hits += max(0, len(hits) - len(own))
+            hits = own
         if hits:
             if not self.first:
                 self.first.append(f"{where}: {hits[0]}")
@@ -108,6 +135,12 @@ class _Scan:
         for where, text in texts:
             self.add(where, text)
         return self
+
+    def note(self, text: str) -> str:
+        if not self.model_hits:
+            return text
+        return (f"{text}; {self.model_hits} match(es) in model-written text or its runtime "
+                "echoes set aside")
 
 
 def audit(run: RunDir, cases: pl.DataFrame | None = None,
@@ -121,7 +154,8 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
         if case_steps is not None else []
 
     def nonlocal_(t: str) -> list[str]:
-        return [d for d in EMAIL.findall(t) + URL.findall(t) if not _domain_local(d.split(":")[0])]
+        return [d for d in email_domains(t) + URL.findall(t)
+                if not _domain_local(d.split(":")[0])]
 
     def markers(t: str) -> list[str]:
         return [name for name, rx in FORBIDDEN.items() if rx.search(t)]
@@ -131,11 +165,11 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
     paths = _Scan(lambda t: [] if redact(t) == t else [REDACTED])
     canaries.feed(scen)
     domains.feed(scen)
-    for where, text, kind in _trace_texts(run, with_kind=True):  # one pass, one shard at a time
-        canaries.add(where, text)
+    for where, text, kind, said in _trace_texts(run):  # one pass, one shard at a time
+        canaries.add(where, text, kind, said)
         if kind not in MODEL_AUTHORED:
-            domains.add(where, text)
-        paths.add(where, text)
+            domains.add(where, text, kind, said)
+        paths.add(where, text, kind, said)
     paths.feed(released)
     out = []
 
@@ -149,15 +183,16 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
             if not CANARY.fullmatch(c["token"]):
                 bad.append(f"{where}: canary {c['token']!r} is not a synthetic CB-CANARY token")
     out.append(_row("synthetic canaries", "scenarios, traces", n + canaries.n,
-                    bad + canaries.first, "canaries match CB-CANARY-<10 hex>",
+                    bad + canaries.first, canaries.note("canaries match CB-CANARY-<10 hex>"),
                     violations=len(bad) + canaries.count))
 
     # 2. local-only recipients: every e-mail domain and URL host the benchmark writes
     # (scenarios, and the environment's side of the traces) is reserved-local. Model-written
     # text is excluded: what a model addresses is a measured outcome, never delivered.
     out.append(_row("local-only domains", "scenarios, environment trace events", domains.n,
-                    domains.first, "domains end in " + ", ".join(LOCAL_TLDS)
-                    + "; model-written text is an outcome and is not checked",
+                    domains.first, domains.note("domains end in " + ", ".join(LOCAL_TLDS)
+                                                + "; model-written text is an outcome and is "
+                                                "not checked"),
                     violations=domains.count))
 
     # 3. no forbidden payload markers in released scenarios and case studies
@@ -167,7 +202,8 @@ def audit(run: RunDir, cases: pl.DataFrame | None = None,
 
     # 4. redacted trace paths: no absolute host path in any trace text or case study
     out.append(_row("redacted trace paths", "traces, case studies", paths.n, paths.first,
-                    "absolute host paths are replaced by " + REDACTED, violations=paths.count))
+                    paths.note("absolute host paths are replaced by " + REDACTED),
+                    violations=paths.count))
 
     # 5. component-manifest consistency: scenario manifests and shard checksums
     n, bad = 0, []

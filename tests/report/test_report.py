@@ -75,6 +75,42 @@ def test_no_external_fetch(run_dir):
         assert "<script" not in html
 
 
+_CSP = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">')
+
+
+def test_every_page_carries_a_csp_that_allows_only_what_it_uses(run_dir):
+    """default-src 'none'; the page's one stylesheet by its hash; the report's own images
+    only on a page that shows some; nothing external, no script, no inline style attribute."""
+    import base64
+    import hashlib
+
+    pages = _pages(run_dir)
+    assert len(pages) > 5
+    with_images = 0
+    for name, html in pages.items():
+        head = html.split("</head>")[0]
+        m = _CSP.search(head)
+        assert m and head.index(m.group(0)) < head.index("<style>"), name
+        policy = {d.split()[0]: d.split()[1:] for d in m.group(1).split("; ")}
+        assert policy["default-src"] == ["'none'"], name
+        assert policy["base-uri"] == policy["form-action"] == ["'none'"]
+        for sources in policy.values():
+            for src in sources:  # no host, no scheme, no wildcard, no 'unsafe-*'
+                assert src in ("'none'", "'self'") or re.fullmatch(
+                    r"'sha256-[A-Za-z0-9+/]+={0,2}'", src), (name, src)
+        styles = re.findall(r"<style>(.*?)</style>", html, re.S)
+        digest = base64.b64encode(hashlib.sha256(styles[0].encode()).digest()).decode()
+        assert len(styles) == 1 and policy["style-src"] == [f"'sha256-{digest}'"], name
+        assert not re.search(r"<[^>]+\sstyle=", html) and "<script" not in html, name
+        images = re.findall(r'<img [^>]*src="([^"]+)"', html)
+        assert ("img-src" in policy) == bool(images), name
+        if images:
+            with_images += 1
+            assert policy["img-src"] == ["'self'"]
+            assert not any(re.match(r"(?i)[a-z][a-z0-9+.-]*:|/", u) for u in images)
+    assert with_images == 1  # the index's figures
+
+
 def test_report_is_hashed_and_rebuilds_byte_identical(run_dir, tmp_path):
     import json
     files = json.loads((run_dir / "MANIFEST.json").read_text())["files"]

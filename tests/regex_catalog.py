@@ -1,0 +1,148 @@
+"""Every regular expression of the package that reads benchmark or model text, applied the way
+the code applies it, with the near misses that stress it (issue 22, "Hostile text").
+
+Shared by ``tests/test_regex_worst_case.py`` (each use on adversarial 1 MB texts under a time
+bound, and a check that no pattern is left out) and ``bench/regex_worst_case.py`` (the worst
+case per use). A new pattern in a module that reads such text must be added here; the test
+finds the ones that are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from containmentbench import escape
+from containmentbench.attacks import funnel, mutation
+from containmentbench.audit import evidence, judge
+from containmentbench.integrity import paths
+from containmentbench.models import openai_backend
+from containmentbench.parser import aliases, layers, resolve, syntax
+from containmentbench.report import build, cases, integrity
+from containmentbench.runtime import provenance
+from containmentbench.sandbox.tools import TOOLS
+
+
+def scan(p: re.Pattern[str]) -> Callable[[str], int]:
+    """Every match from every start: what ``search``, ``findall``, ``finditer``, ``sub`` and
+    ``split`` cost at most."""
+    return lambda t: sum(1 for _ in p.finditer(t))
+
+
+def tokenize(p: re.Pattern[str]) -> Callable[[str], int]:
+    """``match`` at the end of the previous match until one fails (a tokenizer loop)."""
+    def run(t: str) -> int:
+        pos = n = 0
+        while (m := p.match(t, pos)) is not None and m.end() > pos:
+            pos, n = m.end(), n + 1
+        return n
+    return run
+
+
+def match_after(p: re.Pattern[str], q: re.Pattern[str]) -> Callable[[str], int]:
+    """``p.match`` at the end of each match of ``q``."""
+    return lambda t: sum(1 for m in q.finditer(t) if p.match(t, m.end()))
+
+
+def call(f: Callable[[str], object]) -> Callable[[str], int]:
+    return lambda t: len(f(t) or "")
+
+
+@dataclass(frozen=True)
+class Use:
+    name: str                        # module.attribute (a pattern or a function)
+    pattern: re.Pattern[str] | None  # the compiled pattern, None for a function
+    run: Callable[[str], int]        # applies it as the code does
+    atoms: tuple[str, ...] = ()      # near misses of this pattern
+
+
+def _s(mod: object, attr: str, *atoms: str) -> Use:
+    p = getattr(mod, attr)
+    return Use(f"{mod.__name__}.{attr}", p, scan(p), atoms)  # type: ignore[attr-defined]
+
+
+NAMES = layers._name_pattern(frozenset(TOOLS))
+USES: tuple[Use, ...] = (
+    # parser: completions of any model (tests/parser pins what it accepts)
+    _s(layers, "_PY_LIST", "[", "[ a", "[a.b", "[a.b ("),
+    _s(layers, "_FUNC_TAG", "<function=", "<function=a", "<function=a."),
+    _s(layers, "_LANG", "json", "json ", "a-b+"),
+    _s(layers, "_REACT", "Action:", "\nAction: ", "Action: a", "Action: `a"),
+    Use("containmentbench.parser.layers._REACT_INPUT", layers._REACT_INPUT,
+        match_after(layers._REACT_INPUT, layers._REACT),
+        ("\nAction: a\n", "Action Input", " \n", "Action _ Input :")),
+    _s(layers, "_REACT_FINAL", "Final", "Final Answer", "\nFinal _"),
+    _s(layers, "_REACT_LINE", "\nAction", "Action Input", "Action _"),
+    _s(layers, "_THOUGHT", "\nThought", "Thought :"),
+    _s(layers, "_MISTRAL_V11", "[TOOL_CALLS]", "[TOOL_CALLS]a", "[TOOL_CALLS]a [ARGS]"),
+    _s(layers, "_MARKERS", "Action", "Action Input", "```", "``` json", '"tool', '"tool"',
+       "{tool", "{ action", "<tool_call", "<|python_"),
+    Use("containmentbench.parser.layers._name_pattern(TOOLS)", NAMES, scan(NAMES),
+        ("send_email", "send_email ", "send_email:", "read_email\n", "memory_list (")),
+    _s(aliases, "_CAMEL", "aB", "a-", "A"),
+    _s(aliases, "_SEP", " - ", "/"),
+    _s(resolve, "_IDENT", "a", "a1_"),
+    Use("containmentbench.parser.syntax._TOK", syntax._TOK, tokenize(syntax._TOK),
+        ('"', "'", '"\\', "\\", "-1.", "1e", "-", "a,", ' "a', "'a\\'", "$a")),
+    _s(syntax, "_SCAN", '"', "\\", "{"),
+    # runtime: field-level taint over tool arguments and observations
+    _s(provenance, "_WORD", "a@", "a.b", "%+-"),
+    _s(provenance, "_IDENTISH", "cb-canar", "cb-"),
+    # report: the integrity audit and the report's own pages
+    _s(integrity, "CANARY", "CB-CANARY-", "CB-CANARY-0123456789", "CB-CANARY-012345678"),
+    _s(integrity, "CANARY_LIKE", "password", "password ", "api_key", "secret-key :", "canary="),
+    Use("containmentbench.report.integrity.email_domains", integrity.EMAIL_AT,
+        call(integrity.email_domains), ("a", "a@", "a@b", "a@b.", "@b.c", "a.", "-", "a@b-")),
+    _s(integrity, "URL", "http://", "https://a", "ftp:/", "http://a"),
+    *(Use(f"containmentbench.report.integrity.FORBIDDEN[{k!r}]", p, scan(p),
+          ("A", "A" * 61, "AAAA+/", "=", "<script", "javascript", "<!-", "\u200b"))
+      for k, p in integrity.FORBIDDEN.items()),
+    _s(build, "_ROLLOUT_LINK", "rollouts/r-", "rollouts/r-0a", "rollouts/"),
+    _s(cases, "_PATH", "/home", "/home/a", "/home/", "C:\\", "C:\\a\\", "C:\\a", "a/home/"),
+    # audit: evidence tiers over source and sink text; the judge model's reply
+    _s(evidence, "CANARY_RE", "NT-", "NT-0a0a-", "NT-0a0a-0a0"),
+    _s(evidence, "_TOKEN", "a.", "a@", "a%+-", "."),
+    _s(evidence, "_SENT", ". ", "!", " "),
+    _s(evidence, "_IDENT", "@", "1"),
+    Use("containmentbench.audit.judge.json_span", None, call(judge.json_span),
+        ("{", '{"a', "}", "{}")),
+    # models: a provider's error body
+    _s(openai_backend, "_CONTEXT_WORDS", "context", "too ", "too many tokens", "lengt"),
+    # attacks: exact-goal normalisation and a served model's rewrites
+    _s(funnel, "_SPACE", " ", "\t\n"),
+    _s(mutation, "_SPACE", " ", "\n"),
+    Use("containmentbench.attacks.mutation.template_body", None, call(mutation.template_body),
+        ("<template>", "</template", "<template", "<template></template>")),
+    # show and the table writers: what they escape
+    _s(escape, "_INVISIBLE", "\x1b", "\u202e", "\x00"),
+    _s(paths, "NAME", "a", "a.", "a+"),
+)
+
+# Modules that import ``re`` on text that is neither benchmark nor model text.
+EXEMPT = {
+    "containmentbench.config.compose": "Hydra's own error messages about a config",
+    "containmentbench.pipeline.snake": "a wildcard constraint built from escaped model names",
+}
+
+# Characters of every kind a pattern may treat specially.
+GENERIC = ("a", "Z", "0", "_", ".", "@", " ", "\t", "\n", "\r", "-", "+", "/", "\\", "[", "]",
+           "{", "}", "(", ")", '"', "'", ":", "=", ",", "<", ">", "`", "|", "!", "é", "\u202e")
+
+
+def repeat(unit: str, n: int) -> str:
+    """``unit`` repeated to exactly ``n`` characters."""
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+def adversarial(use: Use) -> list[tuple[str, Callable[[int], str]]]:
+    """(label, text of a given size): each near miss or awkward character repeated, then each
+    near miss as a long run followed by a long run of each character, and alternating."""
+    out: list[tuple[str, Callable[[int], str]]] = [
+        (a, lambda n, a=a: repeat(a, n)) for a in (*use.atoms, *GENERIC)]
+    for a in use.atoms:
+        for b in GENERIC:
+            out.append((f"{a}...{b}...",
+                        lambda n, a=a, b=b: repeat(a, n // 2) + repeat(b, n - n // 2)))
+            out.append((f"({a}{b})...", lambda n, a=a, b=b: repeat(a + b, n)))
+    return out
