@@ -159,8 +159,9 @@ def report(check: RunCheck, dryrun: bool) -> None:
             f"(first: {check.dropped[0]}): {act} moves them to {RETIRED}/ and rebuilds what "
             f"read them")
     for j in check.redo:
-        say(f"rollout job {j.name} of {check.slug} runs again as {j.wildcard} (its shards are "
-            f"not all finished under the current key)")
+        say(f"rollout job {j.name} of {check.slug} runs again as {j.wildcard} (marker "
+            f"jobs/{j.wildcard}.done): a shard of it is not finished, intact and of the "
+            f"current key; it redoes only those")
 
 
 def _free(base: Path) -> Path:
