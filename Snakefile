@@ -24,10 +24,19 @@ envvars:
     "PATH",
 
 
-S = setup(config, main_process=workflow.is_main_process, dryrun=workflow.dryrun)
+# Parsing writes nothing to the study: shards are checked, not moved. `dryrun` is Snakemake's
+# own setting (-n in any spelling or from a profile); it only words the pre-flight's report.
+S = setup(config, main_process=workflow.is_main_process,
+          dryrun=workflow.dryrun or getattr(workflow.output_settings, "dryrun", False))
 # rules call the `containmentbench` console script of the interpreter running Snakemake
 _BIN = os.path.dirname(sys.executable)
 os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+onstart:
+    # a real run only, with Snakemake's lock held, before the first job: save each run's
+    # config and plan, quarantine corrupt and retire dropped shards (pipeline/preflight.py)
+    S.start(touch=workflow.touch)
 
 
 wildcard_constraints:

@@ -7,6 +7,7 @@ comparison naming a defense absent from the metrics is skipped and listed in
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -124,7 +125,10 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         written += write(t, out / "tables")
     for t in fig_tables:
         written += write(t, out / "figures")
-    info = {"metrics": str(metrics_path), "rollouts": df.height, "intervals": n_intervals,
+    # relative to the output folder: analysis.json is hashed by freeze, and an absolute path
+    # would tie it to one machine and one results_dir
+    rel_metrics = os.path.relpath(os.path.abspath(metrics_path), os.path.abspath(out))
+    info = {"metrics": Path(rel_metrics).as_posix(), "rollouts": df.height, "intervals": n_intervals,
             "resamples": boot["resamples"], "tables": sorted(t.name for t in out_tables),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),

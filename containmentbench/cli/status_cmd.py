@@ -1,4 +1,5 @@
-"""``containmentbench status STUDY [OVERRIDES...]``: shards done, failed, missing, corrupt."""
+"""``containmentbench status STUDY [OVERRIDES...]``: shards done, failed, missing, corrupt,
+and the shards on disk that the study no longer lists."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from containmentbench.pipeline.plan import model_slug, run_dir
     from containmentbench.pipeline.runs import load_runs
-    from containmentbench.pipeline.status import study_status
+    from containmentbench.pipeline.status import DROPPED, STATES, study_status
 
     runs = load_runs([f"study={args.study}", *args.overrides])
     per_run = {model_slug(d): study_status(d) for d in runs}
@@ -30,11 +31,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     for data in runs:
         st = per_run[model_slug(data)]
-        total = sum(len(v) for v in st.values())
+        total = sum(len(st[k]) for k in STATES)
         print(f"{run_dir(data)}: {total} shards: " + ", ".join(
-            f"{k} {len(v)}" for k, v in st.items()))
+            f"{k} {len(st[k])}" for k in STATES))
+        if st[DROPPED]:
+            print(f"{run_dir(data)}: {len(st[DROPPED])} shard(s) on disk are no longer part of "
+                  f"the study (not in its metrics; the next run moves them to retired/)")
         if args.list:
-            for k in ("corrupt", "stale", "errored", "failed", "missing"):
+            for k in ("corrupt", "stale", "errored", "failed", "missing", DROPPED):
                 for sid in st[k]:
                     print(f"{k:8} {sid}")
     return 0

@@ -176,10 +176,29 @@ def load_study(overrides: Sequence[str] = ()) -> dict[str, Any]:
     return data
 
 
-def resolved_text(data: dict[str, Any]) -> str:
-    """The text of ``config.yaml`` for a resolved config (what ``save_resolved`` writes)."""
+def _in_run_dir(data: dict[str, Any], path: str | Path) -> bool:
+    from containmentbench.pipeline.plan import run_dir
+
+    return os.path.abspath(run_dir(data) / "config.yaml") == os.path.abspath(path)
+
+
+def portable(data: dict[str, Any], path: str | Path | None) -> dict[str, Any]:
+    """The config as a file at ``path`` records it. A config saved in its own run directory
+    (``<results_dir>/<study>/<model>/config.yaml``) records no ``results_dir``: the folder
+    it lives in says where the run is (``read_resolved``), so nothing about the machine
+    enters the hashed file and a study folder copied to another ``results_dir`` keeps its
+    bytes and verifies."""
+    if path is None or "results_dir" not in data or not _in_run_dir(data, path):
+        return data
+    return {k: v for k, v in data.items() if k != "results_dir"}
+
+
+def resolved_text(data: dict[str, Any], path: str | Path | None = None) -> str:
+    """The text of ``config.yaml`` for a resolved config (what ``save_resolved`` writes to
+    ``path``)."""
     import yaml
 
+    data = portable(data, path)
     return "# resolved containmentbench config; sha256 of its canonical JSON:\n" \
         f"# {config_hash(data)}\n" + yaml.safe_dump(data, sort_keys=True)
 
@@ -192,7 +211,7 @@ def save_resolved(data: dict[str, Any], path: str | Path, force: bool = False) -
     from containmentbench.integrity import writer
 
     path = Path(path)
-    text = resolved_text(data)
+    text = resolved_text(data, path)
     try:
         if path.read_text() == text:
             return False
@@ -235,8 +254,26 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
             if not isinstance(data.get(section), dict):
                 raise BenchError("missing or not a mapping", field=section)
         check_name(data["study"].get("name"), "study.name")
+        if "results_dir" not in data:
+            data["results_dir"] = results_dir_of(path, data)
         check_dir(data.get("results_dir"), "results_dir")
         check_bounds(data)
     except BenchError as exc:
         raise BenchError(exc.detail, file=str(path), field=exc.field) from None
     return data
+
+
+def results_dir_of(path: Path, data: dict[str, Any]) -> str:
+    """``results_dir`` of a config that records none (``portable``): the folder above its
+    study folder, when the file sits in its run directory."""
+    from containmentbench.pipeline.plan import model_slug
+
+    run = Path(os.path.abspath(path)).parent
+    try:
+        slug = model_slug(data)
+    except (KeyError, TypeError, AttributeError):
+        slug = None
+    if run.name != slug or run.parent.name != data["study"]["name"]:
+        raise BenchError("records no results_dir and is not in its run directory "
+                         "(<results_dir>/<study>/<model>/config.yaml)", field="results_dir")
+    return str(run.parent.parent)

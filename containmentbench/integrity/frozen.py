@@ -47,6 +47,7 @@ NOT_COVERED = {
     "scenarios": "the suite check's record with its wall-clock seconds (the suite files are "
                  "pinned by scenario_manifests)",
     "quarantine": "damaged shards and outputs kept aside, never data of the study",
+    "retired": "shards the study no longer plans, kept aside (pipeline/preflight.py)",
     "plan.json": "the job start-up cache, derived from config.yaml",
 }
 _MAX_UP = 8

@@ -10,7 +10,7 @@ the maximum reachable denominator over defenses.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +26,13 @@ from containmentbench.metrics.schema import METRICS, OUTCOMES, STAGE_SCOPE
 from containmentbench.progress import Progress
 from containmentbench.scenarios.manifest import load_suite
 from containmentbench.scenarios.model import Scenario
-from containmentbench.trace.io import by_rollout, read_table, shard_dirs
+from containmentbench.trace.io import (
+    CHECKSUMS,
+    by_rollout,
+    read_table,
+    shard_dirs,
+    verify_shard,
+)
 from containmentbench.trace.validate import check_shard
 
 EVENT_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "tool", "args",
@@ -162,11 +168,15 @@ def _apply_fixed_max(table: pa.Table) -> pa.Table:
 
 
 def compute_metrics(traces: str | Path, workers: int | None = None,
-                    rows_of: Callable[[str], list[dict[str, Any]]] = shard_rows) -> pa.Table:
+                    rows_of: Callable[[str], list[dict[str, Any]]] = shard_rows,
+                    shard_ids: Sequence[str] | None = None) -> pa.Table:
     """Every finished shard below ``traces`` -> the metrics table. ``rows_of`` turns one shard
     into its metric rows (a module-level function, so worker processes can run it): ours by
-    default, the AgentDojo adapter's for adapter traces."""
-    shards = [str(s) for s in shard_dirs(traces)]
+    default, the AgentDojo adapter's for adapter traces. With ``shard_ids`` (the study's
+    plan) only those shards are read, and each must be finished and intact: a shard the
+    study no longer lists never enters its metrics (nor the fixed-max denominators)."""
+    shards = [str(s) for s in (shard_dirs(traces) if shard_ids is None
+                               else planned_shards(traces, shard_ids))]
     if not shards:
         raise BenchError(f"no finished trace shards below {traces}", file=str(traces))
     workers = workers or min(len(shards), os.cpu_count() or 1)
@@ -190,6 +200,22 @@ def compute_metrics(traces: str | Path, workers: int | None = None,
     if dup:
         raise BenchError(f"{dup} duplicate rollouts below {traces}", file=str(traces))
     return table
+
+
+def planned_shards(traces: str | Path, shard_ids: Sequence[str]) -> list[Path]:
+    """The folders of ``shard_ids`` below ``traces``, sorted; a one-line error for one that
+    is not finished or does not match its checksums."""
+    out = []
+    for sid in sorted(shard_ids):
+        d = Path(traces) / sid
+        if not (d / CHECKSUMS).exists():
+            raise BenchError(f"shard '{sid}' of the study is not finished", file=str(d))
+        bad = verify_shard(d)
+        if bad:
+            raise BenchError(f"shard does not match its {CHECKSUMS} (damaged; `snakemake` "
+                             f"quarantines and redoes it)", file=bad[0])
+        out.append(d)
+    return out
 
 
 def write_metrics(table: pa.Table, out: str | Path, force: bool = False) -> str:

@@ -10,6 +10,7 @@ with a one-line error instead of doubling Table 3's rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,10 +38,11 @@ def _identity(shard: Path) -> tuple[str, str | None]:
     return (models.pop() if models else ""), None
 
 
-def check_traces(root: str | Path) -> None:
-    """One model and one run key below ``root`` (a run's ``traces/``), or a one-line error."""
+def check_traces(root: str | Path, shards: Iterable[Path] | None = None) -> None:
+    """One model and one run key below ``root`` (a run's ``traces/``), or among ``shards``
+    when given (the study's plan), or a one-line error."""
     seen: dict[tuple[str, str | None], Path] = {}
-    for shard in shard_dirs(root):
+    for shard in shard_dirs(root) if shards is None else shards:
         ident = _identity(shard)
         if seen and ident not in seen:
             (model, key), first = next(iter(seen.items()))

@@ -14,7 +14,9 @@ groups shards that one process runs with one loaded backend (``cluster.rollout_g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import glob
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,28 @@ class Job:
     model: str
     name: str                      # path-safe, unique within the model's run
     shards: tuple[Shard, ...]
+    # the job marker's generation: a job that must run again after its marker was written
+    # (a shard corrupt, stale, deleted or restored) asks for the next marker name, so
+    # Snakemake sees a missing output without the pre-flight deleting anything
+    # (pipeline/preflight.py)
+    generation: int = 0
+
+    @property
+    def wildcard(self) -> str:
+        """The rollout rule's ``{job}``: ``<name>``, then ``<name>.redo-<n>`` for
+        generation n (its marker is ``jobs/<wildcard>.done``, its log
+        ``logs/rollout/<wildcard>.log``)."""
+        return self.name if not self.generation else f"{self.name}.redo-{self.generation}"
+
+
+_REDO = re.compile(r"^(?P<name>.+)\.redo-(?P<gen>[1-9][0-9]*)$")
+
+
+def split_generation(name: str) -> tuple[str, int]:
+    """``seed-1.redo-2`` -> ``("seed-1", 2)``; a job name without the suffix is generation
+    0 (no job name ends in ``.redo-<n>``: they end in ``all``, ``seed-<s>``, ``shard-<k>``)."""
+    m = _REDO.match(name)
+    return (m["name"], int(m["gen"])) if m else (name, 0)
 
 
 @dataclass(frozen=True)
@@ -154,9 +178,11 @@ def jobs(data: dict[str, Any], all_shards: list[Shard] | None = None) -> list[Jo
 
 def job_by_name(data: dict[str, Any], name: str,
                 all_shards: list[Shard] | None = None) -> Job:
+    """The job named ``name`` (a marker generation suffix, ``.redo-<n>``, is kept)."""
+    base, gen = split_generation(name)
     for j in jobs(data, all_shards):
-        if j.name == name:
-            return j
+        if j.name == base:
+            return replace(j, generation=gen)
     raise BenchError(f"no rollout job '{name}' in study '{data['study']['name']}' "
                      f"(model {model_label(data)})", field="job")
 
@@ -179,24 +205,40 @@ def _backend_identity(backend: dict[str, Any]) -> dict[str, Any]:
 
 def run_key(data: dict[str, Any]) -> str:
     """A hash of what every shard of one run shares (model, backend identity, runtime, study,
-    suite): two shards with different run keys must never be pooled into one table."""
+    suite, the sim profile's content): two shards with different run keys must never be
+    pooled into one table."""
     return sha256_json({"model": data["model"], "backend": _backend_identity(data["backend"]),
                         "decoding": data["decoding"],
                         "runtime": data["runtime"], "study": data["study"]["name"],
-                        "suite": data["study"]["suite"], **_parser_mode(data)})[:16]
+                        "suite": data["study"]["suite"], **_parser_mode(data),
+                        **_profile(data)})[:16]
 
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
     """A hash of everything that determines a shard's traces (so a change in model, backend,
-    tool mode, decoding, defense configuration or runtime settings reruns the shard and a change in, say, the
-    analysis plan, a server's port or the concurrency does not)."""
+    tool mode, decoding, defense configuration, runtime settings, the bytes of its scenarios
+    or the sim profile's content reruns the shard, and a change in, say, the analysis plan,
+    a server's port or the concurrency does not)."""
+    from containmentbench.pipeline.content import scenario_digest
+
+    content = scenario_digest(data, shard.scenario_ids)
     return sha256_json({"shard": shard.id, "scenarios": list(shard.scenario_ids),
                         "model": data["model"],
                         "backend": _backend_identity(data["backend"]),
                         "decoding": data["decoding"],
                         "defense": data["defenses"][shard.defense],
                         "runtime": data["runtime"], "study": data["study"]["name"],
-                        "suite": data["study"]["suite"], **_parser_mode(data)})[:16]
+                        "suite": data["study"]["suite"], **_parser_mode(data),
+                        **_profile(data),
+                        **({"scenario_sha256": content} if content else {})})[:16]
+
+
+def _profile(data: dict[str, Any]) -> dict[str, str]:
+    """The sim profile's content (its name alone let an edited profile file pass)."""
+    from containmentbench.pipeline.content import sim_profile_digest
+
+    digest = sim_profile_digest(data)
+    return {"sim_profile_sha256": digest} if digest else {}
 
 
 def _parser_mode(data: dict[str, Any]) -> dict[str, str]:
@@ -220,11 +262,24 @@ def shard_dir(data: dict[str, Any], shard: Shard) -> Path:
 
 def job_marker(data: dict[str, Any], job: Job) -> Path:
     """Written when every shard of the job is finished (the Snakemake output of a job)."""
-    return run_dir(data) / "jobs" / f"{job.name}.done"
+    return run_dir(data) / "jobs" / f"{job.wildcard}.done"
+
+
+def marker_generations(data: dict[str, Any], job: Job) -> list[int]:
+    """The generations of ``job``'s markers present on disk, ascending."""
+    folder = run_dir(data) / "jobs"
+    if not folder.is_dir():
+        return []
+    out = []
+    for p in folder.glob(f"{glob.escape(job.name)}*.done"):
+        name, gen = split_generation(p.name[:-len(".done")])
+        if name == job.name:
+            out.append(gen)
+    return sorted(out)
 
 
 def job_log(data: dict[str, Any], job: Job) -> Path:
-    return run_dir(data) / "logs" / "rollout" / f"{job.name}.log"
+    return run_dir(data) / "logs" / "rollout" / f"{job.wildcard}.log"
 
 
 def errored_marker(data: dict[str, Any], shard: Shard) -> Path:

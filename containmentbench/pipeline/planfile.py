@@ -59,8 +59,13 @@ def plan_record(data: dict[str, Any], config_path: Path, shards: list[Shard]) ->
             rows.append([s.model, s.defense, s.seed, s.stage, s.index, list(s.scenario_ids)])
             continue
         rows.append([s.model, s.defense, s.seed, s.stage, s.index, None])
+    from containmentbench.config.compose import portable
+
+    # the config as its file records it (no results_dir for a config in its run directory:
+    # read_plan places it as read_resolved does, so a copied study finds its own folder)
     return {"format": FORMAT, "config_sha256": _sha256_file(config_path),
-            "suite_sha256": _suite_key(manifest), "config": data, "blocks": blocks,
+            "suite_sha256": _suite_key(manifest), "config": portable(data, config_path),
+            "blocks": blocks,
             "shards": rows, "sim_profile": _sim_profile(data)}
 
 
@@ -134,6 +139,14 @@ def read_plan(config_path: str | Path) -> tuple[dict[str, Any], list[Shard]] | N
     data = rec.get("config")
     if not isinstance(data, dict):
         return None
+    if "results_dir" not in data:
+        from containmentbench.config.compose import results_dir_of
+        from containmentbench.errors import BenchError
+
+        try:
+            data["results_dir"] = results_dir_of(config_path, data)
+        except (BenchError, KeyError, TypeError):
+            return None
     manifest = _suite_manifest(data)
     if manifest is None or rec.get("suite_sha256") != _suite_key(manifest):
         return None

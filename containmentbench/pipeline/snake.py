@@ -1,7 +1,9 @@
 """What the Snakefile needs from the package: the composed study (one run per model), its
-rollout jobs and outputs, resources from the ``cluster`` group, and the pre-flight checks
-(config validated, resolved config saved and hashed per run, corrupt shards reported and set
-aside to be redone, job markers whose shards are no longer all finished withdrawn).
+rollout jobs and outputs, resources from the ``cluster`` group, the keys the rules carry as
+``params``, and the pre-flight (``pipeline/preflight.py``): the config validated and every
+shard checked while the Snakefile is parsed, writing nothing; the resolved config and plan
+saved and corrupt or dropped shards moved aside only in Snakemake's ``onstart``, that is in a
+real run that holds the lock.
 
 Paths: ``S.path(*parts)`` is ``results/<study>/{model}/<parts>``: every rule's outputs carry
 the ``{model}`` wildcard, so Snakemake builds each model's chain (rollout jobs -> reparse ->
@@ -13,9 +15,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from containmentbench.canonical import sha256_json
 from containmentbench.config.compose import save_resolved
 from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
@@ -27,12 +31,25 @@ from containmentbench.pipeline.plan import (
     jobs,
     model_slug,
     run_dir,
+    shard_key,
     shards,
+    split_generation,
     study_root,
 )
 from containmentbench.pipeline.planfile import save_plan
+from containmentbench.pipeline.preflight import (
+    RunCheck,
+    apply,
+    check_run,
+    repair_adapter_run,
+    report,
+)
 from containmentbench.pipeline.runs import load_runs
-from containmentbench.trace.io import CHECKSUMS, verify_shard
+from containmentbench.trace.io import CHECKSUMS
+
+#: the modules whose code (with their imports) each layer's rules carry in their params
+LAYERS = {"metrics": ("containmentbench.metrics.compute",),
+          "analysis": ("containmentbench.analysis.run", "containmentbench.analysis.parts")}
 
 
 def overrides_from(config: Mapping[str, Any]) -> list[str]:
@@ -71,6 +88,9 @@ def split_overrides(text: str) -> list[str]:
 
 
 class Study:
+    """The composed study, planned without writing anything (the pre-flight's changes wait
+    for :meth:`start`, which the Snakefile's ``onstart`` handler calls in a real run)."""
+
     def __init__(self, config: Mapping[str, Any], main_process: bool = True,
                  dryrun: bool = False) -> None:
         self.runs = load_runs(overrides_from(config))
@@ -93,8 +113,11 @@ class Study:
         self.backends = {r["backend"]["name"] for r in self.runs}
         self.models = [model_slug(r) for r in self.runs]
         self._run = dict(zip(self.models, self.runs, strict=True))
+        self.main_process = main_process
         self.shards: list[Shard] = []
         self.jobs: dict[str, list[Job]] = {}
+        self.checks: dict[str, RunCheck] = {}
+        self._plans: dict[str, str] = {}
         for slug, data in self._run.items():
             if self.adaptive:
                 self.jobs[slug] = []
@@ -102,29 +125,46 @@ class Study:
             sh = shards(data)
             self.shards += sh
             self.jobs[slug] = jobs(data, sh)
+            if main_process and not self.adapter:
+                check = check_run(data, self.jobs[slug])  # reads only
+                self.checks[slug] = check
+                self.jobs[slug] = check.jobs
+                report(check, dryrun)
+            elif main_process and not dryrun:
+                # one shard per rule, no job markers (workflow/rules/agentdojo.smk)
+                repair_adapter_run(data, sh)
         self._by_id = {s.id: s for s in self.shards}
-        if main_process:
-            if not dryrun:  # a dry run reports and changes nothing (bytes and mtimes)
-                from containmentbench.pipeline.locks import handle_stale_locks
+        if main_process and not dryrun:
+            from containmentbench.pipeline.locks import handle_stale_locks
 
-                handle_stale_locks()
-                if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
-                    writer.ensure_dir(self.dir / "cross_model", "cross-model")
-            for data in self.runs:
-                if not dryrun:
-                    from containmentbench.pipeline.legacy import adopt_run
+            # before Snakemake takes its lock; touches .snakemake/ only, never the study
+            handle_stale_locks()
 
-                    adopt_run(run_dir(data), data)  # a run folder from before records
-                    writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
-                    save_resolved(data, run_dir(data) / "config.yaml", force=True)
-                    if not self.adaptive:
-                        # each rollout job reads its shards from here, not from the suite
-                        save_plan(data, run_dir(data) / "config.yaml",
-                                  [s for s in self.shards if s.model == model_slug(data)])
-                if self.adaptive:
-                    continue
-                self.quarantine_corrupt(data, report_only=dryrun)
-                self.withdraw_stale_jobs(data, report_only=dryrun)
+    def start(self, touch: bool = False) -> None:
+        """The pre-flight's writes, from the Snakefile's ``onstart`` handler: Snakemake runs
+        it only in a real run, after taking its lock and before the first job (never in a
+        dry run, never in a run the lock refuses). Saves each run's resolved config and plan,
+        then quarantines, retires and restores shards as :func:`preflight.check_run` found.
+        ``--touch`` only marks outputs current: it changes no file here."""
+        if not self.main_process or touch:
+            return
+        from containmentbench.pipeline.legacy import adopt_run
+
+        if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
+            writer.ensure_dir(self.dir / "cross_model", "cross-model")
+        for data in self.runs:
+            slug = model_slug(data)
+            adopt_run(run_dir(data), data)  # a run folder written before ownership records
+            writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
+            # force: the workflow's own run; in a frozen study the change is journalled
+            save_resolved(data, run_dir(data) / "config.yaml", force=True)
+            if self.adaptive:
+                continue
+            # each rollout job reads its shards from here, not from the suite
+            save_plan(data, run_dir(data) / "config.yaml",
+                      [s for s in self.shards if s.model == slug])
+            if slug in self.checks:
+                apply(data, self.checks[slug])
 
     # ------------------------------------------------------------------ paths
 
@@ -171,7 +211,8 @@ class Study:
 
     def all_shard_outputs(self) -> Any:
         """Input function: the rollout job markers of the ``{model}`` run (a marker exists
-        only when every shard of its job is finished)."""
+        only when every shard of its job is finished; a job to be redone asks for its next
+        generation, so everything reading the markers is rebuilt after it)."""
         return lambda w: self.job_outputs(w.model)
 
     def all_models(self, *parts: str) -> list[str]:
@@ -179,15 +220,22 @@ class Study:
         return [str(run_dir(d).joinpath(*parts)) for d in self.runs]
 
     def targets(self) -> list[str]:
+        """Every run's MANIFEST.json and rollout job markers: a marker is a target so that a
+        job to be redone (its next marker generation missing) runs even when everything
+        downstream of it is present, and everything downstream is rebuilt after it."""
         out = self.all_models("MANIFEST.json")
+        for slug in self.checks:
+            out += self.job_outputs(slug)
         if self.multi_model:
             out.append(self.study_path("cross_model", "MANIFEST.json"))
         return out
 
     def job(self, w: Any) -> Job:
+        """The job of the rule's ``{job}`` wildcard (``<name>`` or ``<name>.redo-<n>``)."""
+        name, gen = split_generation(w.job)
         for j in self.jobs.get(w.model, []):
-            if j.name == w.job:
-                return j
+            if j.name == name:
+                return replace(j, generation=gen)
         raise BenchError(f"no rollout job '{w.job}' for model '{w.model}' in study "
                          f"'{self.name}'", field="job")
 
@@ -203,7 +251,28 @@ class Study:
 
         from containmentbench.config.compose import resolved_text
 
-        return hashlib.sha256(resolved_text(self._run[w.model]).encode()).hexdigest()
+        data = self._run[w.model]
+        text = resolved_text(data, run_dir(data) / "config.yaml")
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def plan_digest(self, w: Any) -> str:
+        """sha256 of the run's plan: every shard id with its shard key (defenses, stages,
+        seeds, scenario bytes, sim profile, settings). A params value of the rules that read
+        every shard (metrics, reparse, audit): a study that drops, adds or redoes a shard
+        rebuilds them, whatever Snakemake's rerun triggers."""
+        if w.model not in self._plans:
+            data = self._run[w.model]
+            self._plans[w.model] = sha256_json(sorted(
+                (s.id, shard_key(data, s)) for s in self.shards if s.model == w.model))
+        return self._plans[w.model]
+
+    @staticmethod
+    def code(layer: str) -> str:
+        """The code version of the metric or analysis layer (``pipeline/content.py``): a
+        params value of its rules, so new code rebuilds what it computes."""
+        from containmentbench.pipeline.content import code_digest
+
+        return code_digest(*LAYERS[layer])
 
     # ------------------------------------------------------------------ resources
 
@@ -241,115 +310,13 @@ class Study:
                 res["slurm_account"] = c["account"]
         return res
 
-    # ------------------------------------------------------------------ pre-flight
-
-    # outputs computed from every shard of a run: when a shard is redone they must be rebuilt
-    # in the same run (Snakemake does not look upstream of a finished study's present outputs)
-    DERIVED = ("metrics/rollout_metrics.parquet", "reparse/summary.json",
-               "reparse/reparse.parquet", "analysis.json", "MANIFEST.json")
-
-    def quarantine_corrupt(self, data: dict[str, Any], report_only: bool = False) -> list[str]:
-        """A finished shard whose bytes no longer match its checksums (or whose
-        ``SHA256SUMS`` is empty or malformed) is reported and moved to ``quarantine/`` (kept,
-        never deleted) so the DAG redoes it; when any shard of the run is missing, the
-        outputs derived from all shards are moved aside too, so they are rebuilt in the same
-        run. A dry run only reports."""
-        moved = []
-        root = run_dir(data)
-        run_shards = shards(data)
-        for s in run_shards:
-            d = root / "traces" / s.id
-            if not (d / CHECKSUMS).exists():
-                continue
-            bad = verify_shard(d)
-            if not bad:
-                continue
-            what = ", ".join(Path(b).name for b in bad)
-            if report_only:
-                print(f"containmentbench: corrupt shard {s.id} ({what}); a real run "
-                      f"quarantines it and redoes it with everything downstream",
-                      file=sys.stderr)
-                moved.append(s.id)
-                continue
-            for f in sorted(p for p in d.iterdir() if p.is_file()):
-                writer.replace_in_study(f, kind="quarantine")  # journalled in a frozen study
-            target = writer.move_aside(d, _free(root / "quarantine" / s.id))
-            print(f"containmentbench: corrupt shard {s.id} ({what} does not match "
-                  f"{CHECKSUMS}); moved to {target}; it will be redone", file=sys.stderr)
-            moved.append(s.id)
-        missing = any(not (root / "traces" / s.id / CHECKSUMS).exists() for s in run_shards)
-        if missing and not report_only:
-            self.set_aside_derived(root)
-        return moved
-
-    def set_aside_derived(self, root: Path) -> Path | None:
-        """Move a run's present all-shard outputs to ``quarantine/derived.<n>/`` (kept)."""
-        present = [rel for rel in self.DERIVED if (root / rel).is_file()]
-        if not present:
-            return None
-        target = _free(root / "quarantine" / "derived")
-        for rel in present:
-            writer.replace_in_study(root / rel, kind="quarantine")
-            writer.move_aside(root / rel, target / rel)
-        print(f"containmentbench: shards are missing or were quarantined; {len(present)} "
-              f"derived output(s) moved to {target} so this run rebuilds them",
-              file=sys.stderr)
-        return target
-
-    def withdraw_stale_jobs(self, data: dict[str, Any], report_only: bool = False
-                            ) -> list[str]:
-        """A job marker stands for "every shard of the job finished": when a shard has gone
-        (quarantined, deleted) the marker is removed so Snakemake reruns the job, which
-        redoes only that shard."""
-        from containmentbench.runtime.job import shard_is_current
-
-        out = []
-        for j in self.jobs[model_slug(data)]:
-            marker = job_marker(data, j)
-            if marker.exists() and not all(shard_is_current(data, s) for s in j.shards):
-                out.append(j.name)
-                if not report_only and not writer.remove_owned(marker, "job-marker"):
-                    writer.move_aside(marker, _free(marker.parent / ".withdrawn" / marker.name))
-        return out
-
-
-def _free(base: Path) -> Path:
-    n = 0
-    while (cand := base.with_name(f"{base.name}.{n}")).exists():
-        n += 1
-    return cand
-
-
-# Snakemake options that only inspect (dry run, summaries, graphs, lint, unlock, touch):
-# ``workflow.dryrun`` is still False while the Snakefile is parsed (the executor is chosen
-# later), so the pre-flight reads the command line to change nothing for these.
-INSPECT_ONLY = {"--dry-run", "--dryrun", "--touch", "--summary", "--detailed-summary",
-                "--list-rules", "--list", "--list-target-rules", "--lt", "--dag", "--rulegraph",
-                "--filegraph", "--d3dag", "--lint", "--unlock", "--list-changes", "--lc",
-                "--list-input-changes", "--li", "--list-params-changes", "--lp",
-                "--list-code-changes", "--list-untracked", "--lu", "--cleanup-metadata",
-                "--cm", "--delete-all-output", "--delete-temp-output", "--archive",
-                "--print-compilation", "--export-cwl", "--report", "--containerize",
-                "--generate-unit-tests", "--conda-create-envs-only", "--create-envs-only"}
-_NO_VALUE_SHORT = set("npqrFfktTS")
-
-
-def inspect_only(argv: Sequence[str]) -> bool:
-    """Whether a Snakemake command line only inspects (``-n``, ``-np``, ``--dag`` ...)."""
-    for a in argv:
-        if a == "--":
-            break
-        if a.split("=", 1)[0] in INSPECT_ONLY:
-            return True
-        if len(a) > 1 and a[0] == "-" and a[1] != "-" and a[1:].isalpha() \
-                and set(a[1:]) <= _NO_VALUE_SHORT and set(a[1:]) & {"n", "t"}:
-            return True
-    return False
-
 
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:
-    """Build the study or exit with a one-line error (exit 2) before any job is submitted."""
-    dryrun = dryrun or inspect_only(sys.argv[1:])
+    """Build the study or exit with a one-line error (exit 2) before any job is submitted.
+    ``dryrun`` comes from Snakemake's own settings (the Snakefile passes
+    ``workflow.output_settings.dryrun``: ``-n`` in any spelling or from a profile); it only
+    words the pre-flight's report and keeps stale-lock handling out of dry runs, since the
+    pre-flight writes nothing to the study before :meth:`Study.start`."""
     try:
         return Study(config, main_process, dryrun)
     except BenchError as exc:

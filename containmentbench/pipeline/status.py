@@ -10,6 +10,10 @@
 * failed: not done, and a run was attempted (a temporary folder a killed job left behind, a
   rollout log of its job, or an earlier corrupt copy in quarantine);
 * missing: never attempted.
+
+Besides the plan's shards, ``dropped`` lists the finished shard folders under ``traces/`` that
+the study no longer plans (a defense, stage or seed removed): no metrics read them, and the
+next run moves them to ``retired/`` (``pipeline/preflight.py``).
 """
 
 from __future__ import annotations
@@ -20,16 +24,19 @@ from typing import Any
 
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
+    Job,
     Shard,
     errored_marker,
-    job_log,
     jobs,
     run_dir,
     shard_key,
+    trace_dir,
 )
-from containmentbench.trace.io import CHECKSUMS, verify_shard
+from containmentbench.trace.io import CHECKSUMS, shard_dirs, verify_shard
 
 STATES = ("done", "stale", "errored", "failed", "missing", "corrupt")
+#: not a state of a planned shard: finished folders under traces/ the plan does not list
+DROPPED = "dropped"
 
 
 def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> str:
@@ -56,10 +63,25 @@ def _key_of(d: Path) -> str | None:
         return None
 
 
+def _logged(data: dict[str, Any], j: Job) -> bool:
+    """A rollout log of the job, of any marker generation (``<job>[.redo-<n>].log``)."""
+    logs = run_dir(data) / "logs" / "rollout"
+    return logs.is_dir() and any(
+        p.name == f"{j.name}.log" or p.name.startswith(f"{j.name}.redo-")
+        for p in logs.iterdir())
+
+
 def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
+    """Shard ids per state (``STATES``), and the ``dropped`` folders (``DROPPED``)."""
     out: dict[str, list[str]] = {k: [] for k in STATES}
+    planned = set()
     for j in jobs(data):
-        logged = job_log(data, j).exists()
+        logged = _logged(data, j)
         for s in j.shards:
+            planned.add(s.id)
             out[shard_status(data, s, logged)].append(s.id)
+    root = trace_dir(data)
+    out[DROPPED] = [] if not root.is_dir() else [
+        i for i in (d.relative_to(root).as_posix() for d in shard_dirs(root, verify=False))
+        if i not in planned]
     return out

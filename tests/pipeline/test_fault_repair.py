@@ -1,6 +1,9 @@
 """Data safety on a FINISHED study (local executor, a small smoke study):
 
-* ``snakemake -n`` leaves every file's bytes and mtime unchanged, even with corrupt shards;
+* a dry run in every spelling (``-n``, ``-nc1``, ``-pn``, a profile or ``SNAKEMAKE_PROFILE``
+  with ``dry-run: true``) leaves every file's bytes and mtime unchanged, even with corrupt
+  shards, and lists the rollout job a real run redoes and everything after it;
+* a run the lock refuses (another run holds it) changes nothing, even with a changed config;
 * one plain ``snakemake`` run repairs a flipped byte, a truncated Parquet file and an empty
   ``SHA256SUMS``: the shards are quarantined (kept) and redone, everything downstream is
   rebuilt, ``verify`` passes and the tables are byte-identical to before;
@@ -10,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,11 +30,13 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMALL = "study.seeds=[1],study.defenses=[none,prompt_only,tool_boundary]"
 
 
-def _snakemake(workdir: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
+def _snakemake(workdir: Path, results: Path, *extra: str, overrides: str = "",
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
                            "--cores", "2", *extra, "--config", "study=smoke",
-                           f"overrides=[results_dir={results},{SMALL}]"],
-                          capture_output=True, text=True, timeout=600)
+                           f"overrides=[results_dir={results},{SMALL}{overrides}]"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
 
 
 def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -61,6 +68,18 @@ def _corrupt(study: Path) -> list[str]:
     return [d.relative_to(study / "traces").as_posix() for d in (a, b, c)]
 
 
+def _profile(base: Path, name: str, key: str) -> Path:
+    d = base / "profiles" / name
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(f"{key}: true\ncores: 1\n")
+    return d
+
+
+def _jobs(out: str) -> dict[str, str]:
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1], re.M)) \
+        if "Job stats:" in out else {}
+
+
 def test_every_entry_of_a_study_is_covered_or_listed(finished):
     """Coverage by rule: each top-level entry a study writes is covered by its manifest or
     listed, with the reason, as not covered (integrity/frozen.py)."""
@@ -76,11 +95,20 @@ def test_dry_run_changes_nothing_then_one_run_repairs(finished):
     base, study, ref = finished
     damaged = _corrupt(study)
     before = _snapshot(base / "results")
-    dry = _snakemake(base, base / "results", "-n")
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    assert _snapshot(base / "results") == before  # bytes and mtimes
-    for sid in damaged:
-        assert f"corrupt shard {sid}" in dry.stderr
+    profile = _profile(base, "dry", "dry-run")
+    env_profile = _profile(base, "dry_env", "dryrun")
+    for extra, env in ((["-n"], None), (["-nc1"], None), (["-pn"], None),
+                       (["--profile", str(profile)], None),
+                       ([], {"SNAKEMAKE_PROFILE": str(env_profile)})):
+        dry = _snakemake(base, base / "results", *extra, env=env)
+        assert dry.returncode == 0, (extra, dry.stderr[-3000:])
+        assert _snapshot(base / "results") == before, extra  # bytes and mtimes
+        for sid in damaged:
+            assert f"corrupt shard {sid}" in dry.stderr, extra
+        # the DAG shows what a real run does: the job again, and everything after it
+        out = dry.stdout + dry.stderr
+        assert "jobs/seed-1.redo-1.done" in out, extra
+        assert {"rollout", "metrics", "tables", "freeze"} <= set(_jobs(out)), extra
 
     intact = {k: v for k, v in _snapshot(study / "traces").items()
               if not any(k.startswith(sid + "/") for sid in damaged)}
@@ -103,6 +131,31 @@ def test_dry_run_changes_nothing_then_one_run_repairs(finished):
     assert compared > 10
     again = _snakemake(base, base / "results", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_run_refused_by_the_lock_changes_nothing(finished):
+    """Another run holds the lock: this one, with a corrupt shard and a changed config (an
+    operational setting, so config.yaml would be rewritten), is refused before it writes."""
+    base, study, _ = finished
+    _corrupt(study)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
+                               "snakemake-lock-holder"])
+    meta = base / ".snakemake"
+    try:
+        (meta / "containmentbench-runs").mkdir(parents=True, exist_ok=True)
+        (meta / "containmentbench-runs" / str(holder.pid)).write_text("")
+        (meta / "locks").mkdir(exist_ok=True)
+        (meta / "locks" / "0.output.lock").write_text(f"{study / 'MANIFEST.json'}\n")
+        before = _snapshot(base / "results")
+        res = _snakemake(base, base / "results", overrides=",cluster.metrics_workers=1")
+        assert res.returncode != 0 and "cannot be locked" in res.stdout + res.stderr
+        assert _snapshot(base / "results") == before
+        assert (meta / "locks" / "0.output.lock").exists()  # a live run's lock is kept
+    finally:
+        holder.kill()
+        holder.wait()
+        (meta / "locks" / "0.output.lock").unlink(missing_ok=True)
+        (meta / "containmentbench-runs" / str(holder.pid)).unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("argv", [

@@ -3,8 +3,9 @@ from containmentbench.report.items import ANALYSIS_TABLES, FIGURES
 
 
 # Sensitivity (Tables 13, 14, rule attribution) and bootstrap (every resampled interval) are
-# cached apart; each reruns only when its own analysis settings (the digest) or the metrics
-# change, so a bootstrap setting never recomputes the sensitivity part. Both feed `tables`.
+# cached apart; each reruns only when its own analysis settings (the digest), the metrics or
+# the analysis layer's code change, so a bootstrap setting never recomputes the sensitivity
+# part. Both feed `tables`.
 rule sensitivity:
     input:
         metrics=rules.metrics.output,
@@ -15,6 +16,7 @@ rule sensitivity:
     params:
         config=S.config_path,
         digest=lambda w: settings_digest(S.run_data(w)["analysis"], "sensitivity"),
+        code=S.code("analysis"),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -33,6 +35,7 @@ rule bootstrap:
     params:
         config=S.config_path,
         digest=lambda w: settings_digest(S.run_data(w)["analysis"], "bootstrap"),
+        code=S.code("analysis"),
     conda:
         "../envs/containmentbench.yaml"
     resources:
@@ -56,6 +59,7 @@ rule tables:
     params:
         config=S.config_path,
         digest=lambda w: settings_digest(S.run_data(w)["analysis"], "tables"),
+        code=S.code("analysis"),
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../envs/containmentbench.yaml"

@@ -10,6 +10,7 @@ rule audit:
         S.path("logs", "audit.log"),
     params:
         run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+        plan=S.plan_digest,  # every shard of the study's plan is audited
     # one core: the audit runs beside metrics, reparse and cases rather than holding both
     # cores of a laptop run; its tables are identical at 1 and 2 BLAS threads (checked on
     # full_main)

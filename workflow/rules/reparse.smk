@@ -9,6 +9,7 @@ rule reparse:
     params:
         traces=lambda w, input: S.traces_root(input),
         out=lambda w, output: os.path.dirname(output.summary),
+        plan=S.plan_digest,  # every shard of the study's plan is read
     conda:
         "../envs/containmentbench.yaml"
     resources:
