@@ -17,7 +17,7 @@ from containmentbench import escape
 from containmentbench.attacks import funnel, mutation
 from containmentbench.audit import evidence, judge
 from containmentbench.integrity import paths
-from containmentbench.models import openai_backend
+from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity
 from containmentbench.runtime import provenance
@@ -107,8 +107,11 @@ USES: tuple[Use, ...] = (
     _s(evidence, "_IDENT", "@", "1"),
     Use("containmentbench.audit.judge.json_span", None, call(judge.json_span),
         ("{", '{"a', "}", "{}")),
-    # models: a provider's error body
-    _s(openai_backend, "_CONTEXT_WORDS", "context", "too ", "too many tokens", "lengt"),
+    # models: a provider's error body, redacted before it is written anywhere
+    _s(redact, "_SCHEME", "Bearer", "Bearer ", "Basic ", "Basic AAAAAAA", "bearer\t"),
+    _s(redact, "_NAMED", "authorization", "api_key", "api-key=", 'password"', "passwd : ",
+       "x-api-key:", "\\\"api_key\\\": \\\""),
+    _s(redact, "_USERINFO", "://", "://a", "://a:b"),
     # attacks: exact-goal normalisation and a served model's rewrites
     _s(funnel, "_SPACE", " ", "\t\n"),
     _s(mutation, "_SPACE", " ", "\n"),
@@ -123,6 +126,9 @@ USES: tuple[Use, ...] = (
 EXEMPT = {
     "containmentbench.config.compose": "Hydra's own error messages about a config",
     "containmentbench.pipeline.snake": "a wildcard constraint built from escaped model names",
+    "containmentbench.pipeline.plan": "job marker file names (at most 255 bytes, ours)",
+    "containmentbench.integrity.writer": "temporary file names beside an output (at most 255 "
+                                         "bytes, checked with fullmatch)",
 }
 
 # Characters of every kind a pattern may treat specially.
