@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 
@@ -30,7 +30,8 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="analysis config option name or YAML file (config/analysis/)")
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
-    p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.add_argument("--resamples", type=T.resamples, default=None,
+                   help="override bootstrap resamples")
 
 
 def analysis_config(args: argparse.Namespace) -> dict:
@@ -44,8 +45,6 @@ def analysis_config(args: argparse.Namespace) -> dict:
     else:
         cfg = load_option("analysis", args.analysis)
     if args.resamples is not None:
-        if args.resamples < 1:
-            raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
     if args.metrics.exists():
         check_metrics(args.metrics)  # never pool two models or configs
@@ -98,9 +97,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     check_analyze_out(args.metrics, args.out)
     summary = None
     if args.reparse is not None:
-        if not args.reparse.exists():
-            raise BenchError("reparse summary not found", file=str(args.reparse))
-        summary = json.loads(args.reparse.read_text())
+        from containmentbench.integrity.inputs import load_json
+
+        summary = load_json(args.reparse, "reparse_summary")
     info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""

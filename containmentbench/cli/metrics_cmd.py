@@ -7,13 +7,16 @@ import sys
 import time
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metrics", help="compute per-rollout metrics from every trace shard "
                                        "below a folder")
     p.add_argument("traces", type=Path, help="folder holding trace shards (searched recursively)")
     p.add_argument("--out", type=Path, required=True, help="rollout_metrics.parquet to write")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    p.add_argument("--workers", type=T.workers, default=None,
+                   help="processes (default: cores)")
     p.add_argument("--force", action="store_true",
                    help="replace a different earlier metrics file (moved aside, never deleted)")
     p.set_defaults(func=cmd_metrics)
@@ -23,12 +26,10 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     import os
 
     from containmentbench.cli.guards import is_parquet_table, need_dir
-    from containmentbench.config.bounds import check_value
     from containmentbench.integrity.outdir import check_out_file, commit_file
     from containmentbench.metrics.compute import compute_metrics, write_metrics
     from containmentbench.pipeline.mixing import check_traces
 
-    check_value("workers", args.workers, "workers")
     need_dir(args.traces, "traces")
     check_out_file(args.out, lambda p: is_parquet_table(p, "rollout_metrics"))
     t0 = time.perf_counter()

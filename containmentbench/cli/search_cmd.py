@@ -116,8 +116,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_freeze(args: argparse.Namespace) -> int:
     from containmentbench.attacks.frozen import render, write_frozen
+    from containmentbench.integrity.inputs import load_json
 
-    result = json.loads((args.search / "candidates.json").read_text())
+    result = load_json(args.search / "candidates.json", "candidates")
     print(f"frozen: {write_frozen(args.out, render(result), args.force)}", file=sys.stderr)
     return 0
 
@@ -129,7 +130,9 @@ def _search_log(folder: Path) -> dict[str, Any]:
     starts = {r["key"]: r for r in recs if r["type"] == "query_start"}
     queries = [{**starts[r["key"]], "stage": r["stage"]} for r in recs
                if r["type"] == "query_done"]
-    result = json.loads((folder / "candidates.json").read_text())
+    from containmentbench.integrity.inputs import load_json
+
+    result = load_json(folder / "candidates.json", "candidates")
     return {"queries": sorted(queries, key=lambda q: q["key"]),
             "candidates": result["evaluated"]}
 
