@@ -39,7 +39,6 @@ from containmentbench.analysis.parallel import IntervalPool, pool_for, submit_ma
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
-from containmentbench.metrics.schema import METRICS
 from containmentbench.progress import Progress
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
@@ -194,15 +193,10 @@ def read_frame(metrics_path: str | Path) -> pl.DataFrame:
     without holding an Arrow copy beside it (10^6 rows: 0.56 GiB peak instead of 1.0 GiB,
     and several times faster). Refuses a file without the metrics schema's columns, like
     ``read_metrics``."""
-    import pyarrow.parquet as pq
+    from containmentbench.metrics.schema import check_metrics_file
 
     path = Path(metrics_path)
-    if not path.exists():
-        raise BenchError("metrics file not found", file=str(path))
-    names = set(pq.read_schema(path).names)
-    for f in METRICS:
-        if f.name not in names:
-            raise BenchError(f"missing column '{f.name}'", file=str(path), field=f.name)
+    check_metrics_file(path)
     return pl.read_parquet(path).rechunk()
 
 

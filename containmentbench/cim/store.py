@@ -106,6 +106,7 @@ class Store:
         self.files = event_files(self.root)
         if not self.files:
             raise BenchError("CIM store has no events files", file=str(self.root / EVENTS_DIR))
+        self._check_files()
         try:
             self.side = pl.read_parquet(self.root / DELEGATIONS_FILE) if in_memory else None
             self._events = pl.read_parquet([self.root / f for f in self.files]) \
@@ -122,6 +123,18 @@ class Store:
                                  file=str(mpath)) from None
             if not isinstance(self.manifest, dict):
                 raise BenchError("expected a JSON object", file=str(mpath))
+
+    def _check_files(self) -> None:
+        """Every file's footer readable and its columns of the CIM kinds, before any query:
+        polars reads lazily, so a truncated or foreign file used to end a query in a
+        ``ComputeError`` traceback. Footers only (a few KB each), not the data."""
+        from containmentbench.integrity.inputs import check_column_kinds, parquet_schema
+
+        check_column_kinds(parquet_schema(self.root / DELEGATIONS_FILE, "CIM side table"),
+                           DELEGATIONS, self.root / DELEGATIONS_FILE, "cim_delegations")
+        for f in self.files:
+            check_column_kinds(parquet_schema(self.root / f, "CIM events file"), CIM_EVENTS,
+                               self.root / f, "cim_events")
 
     # ------------------------------------------------------------------ side table
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from containmentbench.canonical import canonical_json
+from containmentbench.errors import BenchError
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
     Job,
@@ -61,10 +62,11 @@ def shard_is_current(data: dict[str, Any], s: Shard) -> bool:
     d = shard_dir(data, s)
     if not (d / CHECKSUMS).exists() or verify_shard(d):
         return False
-    rec = d / SHARD_RECORD
-    try:
-        return json.loads(rec.read_text())["key"] == shard_key(data, s)
-    except (OSError, ValueError, KeyError):
+    from containmentbench.integrity.inputs import load_json
+
+    try:  # unreadable or wrong-shaped: not current, redone
+        return load_json(d / SHARD_RECORD, "shard_record")["key"] == shard_key(data, s)
+    except (OSError, BenchError):
         return False
 
 
