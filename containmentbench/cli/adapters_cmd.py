@@ -222,13 +222,13 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         users, seeds = user_tasks(a, args.suite), data["study"]["seeds"]
     else:
         data = None
+        seeds = _seeds(args.seeds)  # before AgentDojo is imported
         from containmentbench.adapters.agentdojo.tasks import sort_ids
         from containmentbench.adapters.agentdojo.tasks import suite as get_suite
 
         users = _ids(args.user_tasks) or sort_ids(get_suite(args.suite).user_tasks)
         if args.max_user_tasks:
             users = users[:args.max_user_tasks]
-        seeds = _seeds(args.seeds)
     args.pipeline, args.model, args.no_native = "ground_truth", None, False
     args.study, args.attack = "qualification", "direct"
     cfg = _settings(args, data, args.suite, "none", int(seeds[0]))

@@ -36,6 +36,9 @@ def _ranged(kind: type, lo: float | None, hi: float | None, name: str,
                 f"{')' if open_hi else ']'}")
         return v
     convert.__name__ = name  # argparse names the converter in its own messages
+    # read by the flag audit (tests/cli/test_argtypes.py)
+    convert.bounds = (lo, hi)  # type: ignore[attr-defined]
+    convert.open = (open_lo, open_hi)  # type: ignore[attr-defined]
     return convert
 
 

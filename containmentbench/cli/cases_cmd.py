@@ -16,8 +16,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from containmentbench.metrics.schema import check_metrics_file
     from containmentbench.report.write import write_cases
 
+    metrics = Path(args.metrics or Path(args.run_dir) / "metrics" / "rollout_metrics.parquet")
+    if metrics.exists():  # a missing table is write_cases' one-line error
+        check_metrics_file(metrics)
     paths, checks = write_cases(args.run_dir, args.metrics, args.out)
     failed = checks.filter(checks["status"] == "fail")
     for r in checks.iter_rows(named=True):

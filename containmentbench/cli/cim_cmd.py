@@ -129,10 +129,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     for f in dataclasses.fields(GenParams):
         default = f.default
-        # counts and rates: finite numbers here, their ranges in GenParams.validate (one
-        # line naming the parameter, before any file is written)
-        kind = str if isinstance(default, tuple) else \
-            T.int_range(None) if isinstance(default, int) else T.float_range(None)
+        # counts, rates and the seed are never negative (GenParams.validate adds the tighter
+        # ranges, one line naming the parameter, before any file is written)
+        kind = str if isinstance(default, tuple) else T.seed if f.name == "seed" else \
+            T.non_negative_int if isinstance(default, int) else T.float_range(0.0)
         shown = ",".join(default) if isinstance(default, tuple) else default
         g.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
                        help=f"{GEN_HELP[f.name]} [default {shown}]")

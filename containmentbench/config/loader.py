@@ -57,13 +57,14 @@ def load_option(group: str, option: str = "default", directory: Path | None = No
         raise BenchError(f"no {group} option '{option}'", file=str(p), field=group)
     from omegaconf import OmegaConf
 
-    try:  # OmegaConf, not a plain YAML load: option files may use interpolation
-        data = OmegaConf.to_container(OmegaConf.load(p), resolve=True)
-    except Exception as exc:  # yaml and omegaconf errors alike
+    from containmentbench.integrity.inputs import read_yaml_mapping
+
+    raw = read_yaml_mapping(p, f"a {group} option")
+    try:  # through OmegaConf: option files may use interpolation
+        data = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+    except Exception as exc:  # an interpolation that does not resolve
         reason = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise BenchError(f"not a valid {group} option ({reason})", file=str(p)) from None
-    if not isinstance(data, dict):
-        raise BenchError(f"not a {group} option (expected a mapping)", file=str(p))
     if group == "analysis":
         from containmentbench.config.keys import check_analysis
 
