@@ -224,13 +224,10 @@ def read_part(part: str, path: str | Path, metrics: str | Path,
               cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A cached part, refused (one line naming the file) if it was computed from other
     metrics or other settings than the ones ``analyze`` is about to use."""
+    from containmentbench.integrity.inputs import load_json
+
     path = Path(path)
-    if not path.exists():
-        raise BenchError(f"{part} part not found", file=str(path))
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path)) from None
+    doc = load_json(path, "analysis_part")
     if doc.get("part") != part:
         raise BenchError(f"holds part '{doc.get('part')}', expected '{part}'", file=str(path))
     if doc.get("format") != FORMAT:

@@ -116,13 +116,9 @@ class Store:
         mpath = self.root / MANIFEST_FILE
         self.manifest: dict[str, Any] = {}
         if mpath.exists():
-            try:
-                self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-                raise BenchError(f"not a valid JSON manifest ({type(exc).__name__})",
-                                 file=str(mpath)) from None
-            if not isinstance(self.manifest, dict):
-                raise BenchError("expected a JSON object", file=str(mpath))
+            from containmentbench.integrity.inputs import load_json
+
+            self.manifest = load_json(mpath, "cim_manifest")
 
     def _check_files(self) -> None:
         """Every file's footer readable and its columns of the CIM kinds, before any query:

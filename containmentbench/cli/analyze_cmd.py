@@ -95,6 +95,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     cfg = analysis_config(args)
     check_analyze_out(args.metrics, args.out)
+    from containmentbench.integrity.inputs import load_json
+
+    for part in (args.sensitivity, args.bootstrap):
+        if part is not None:  # their shape before any table is written (read_part: the rest)
+            load_json(part, "analysis_part")
     summary = None
     if args.reparse is not None:
         from containmentbench.integrity.inputs import load_json

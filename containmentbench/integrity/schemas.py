@@ -1,9 +1,9 @@
 """The JSON files the tool reads back, each with its shape (``integrity/shapes.py``).
 
-Only what a reader uses is required; outputs may grow keys (``strict`` is off), except where
-an extra key can only be a mistake. A ``check`` function adds the cross-references a shape
-cannot say (a frozen candidate that is in the evaluated list). ``inputs.load_json(path,
-name)`` is the one way to read any of them.
+Only what a reader uses is required; outputs may grow keys (``strict`` is off). A ``check``
+function adds what a shape cannot say (a frozen candidate that is among the evaluated ones,
+the body of each kind of analysis part). ``inputs.load_json(path, name)`` is the one way to
+read any of them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from containmentbench.errors import ValidationError
-from containmentbench.integrity.shapes import ANY, STRS, B, I, List, Map, N, Opt, S
+from containmentbench.integrity.shapes import ANY, STRS, B, I, List, Map, N, Opt, S, check
 
 SHA256 = S  # 64 hex digits: checked where a digest is compared, not here
+
 
 @dataclass(frozen=True)
 class JsonSchema:
@@ -24,6 +25,7 @@ class JsonSchema:
     strict: bool = False
     check: Callable[[Any], None] | None = None
 
+
 def _candidates(doc: dict[str, Any]) -> None:
     known = {c["sha256"] for c in doc["evaluated"]}
     for i, sha in enumerate(doc["final"]):
@@ -31,10 +33,22 @@ def _candidates(doc: dict[str, Any]) -> None:
             raise ValidationError(f"frozen candidate {sha[:12]} is not among the evaluated "
                                   f"candidates", field=f"final[{i}]")
 
-def _manifest_entries(doc: dict[str, Any]) -> None:
-    for rel, digest in doc["files"].items():
-        if not isinstance(digest, str):
-            raise ValidationError("expected a sha256 string", field=f"files.{rel}")
+
+# the body of each cached analysis part (analysis/parts.py write_part)
+PART_DATA: dict[str, Any] = {
+    "sensitivity": Map(Opt({"columns": List(STRS), "rows": List(List(ANY))})),
+    "bootstrap": {"configured": List(List(ANY)), "sweep": List(Opt(Map(ANY))),
+                  "divergence": ANY, "skipped": ANY, "intervals": I, "resamples": I},
+}
+
+
+def _part(doc: dict[str, Any]) -> None:
+    body = PART_DATA.get(doc["part"])
+    if body is None:
+        raise ValidationError(f"unknown part '{doc['part']}' (known: {', '.join(PART_DATA)})",
+                              field="part")
+    check(doc["data"], body, where="data")
+
 
 SCHEMAS: dict[str, JsonSchema] = {
     # <run>/analysis.json (analysis/run.py): `reproduce` re-runs analyze with its `config`
@@ -70,16 +84,13 @@ SCHEMAS: dict[str, JsonSchema] = {
         "suite?": S, "seed?": I, "generator_version?": S, "total?": I,
         "stages": Map({"count": I, "file": S, "sha256": SHA256}),
         "scenarios": Map(SHA256)}),
-    # <run>/MANIFEST.json (freeze/manifest.py)
-    "study_manifest": JsonSchema("a study's MANIFEST.json", {
-        "files": Map(ANY), "scenario_manifests": Map(ANY)}, check=_manifest_entries),
     # qualification/<suite>.json (adapters/agentdojo/qualify.py)
     "qualification": JsonSchema("an AgentDojo qualification record", {
         "suite": S, "eligible": STRS}),
-    # <store>/manifest.json of a CIM store (cim/store.py)
+    # <store>/manifest.json of a CIM store (cim/store.py): free keys, but an object
     "cim_manifest": JsonSchema("a CIM store manifest.json", Map(ANY)),
-    # the numbers a reader needs of a bootstrap/sensitivity part (analysis/parts.py)
+    # <run>/analysis/{sensitivity,bootstrap}.json (analysis/parts.py): `analyze --bootstrap`
     "analysis_part": JsonSchema("a cached analysis part", {
         "part": S, "format": ANY, "metrics_sha256": SHA256, "settings": ANY,
-        "data": Map(ANY)}),
+        "data": Map(ANY)}, check=_part),
 }

@@ -118,6 +118,25 @@ def test_analyze_reparse_summary(doc, needle, run, tmp_path, capsys):
                             str(study / "reparse" / "summary.json")], tmp_path, (needle,))
 
 
+PART = {"part": "bootstrap", "format": 1, "metrics_sha256": "0" * 64, "settings": {},
+        "data": {"configured": [], "sweep": [], "divergence": [], "skipped": [],
+                 "intervals": 0, "resamples": 10}}
+
+
+@pytest.mark.parametrize("flag", ["--bootstrap", "--sensitivity"])
+@pytest.mark.parametrize("doc,needle", [
+    ([1], "part.json"),                                          # was an AttributeError
+    ({**PART, "data": {"configured": []}}, "data.sweep"),
+    ({**PART, "part": "boot"}, "field 'part'"),
+    ({**PART, "data": {**PART["data"], "intervals": "3"}}, "data.intervals"),
+])
+def test_analyze_cached_part(flag, doc, needle, run, tmp_path, capsys):
+    (tmp_path / "part.json").write_text(json.dumps(doc))
+    one_line_error(capsys, ["analyze", str(run / "metrics" / "rollout_metrics.parquet"),
+                            "--out", str(tmp_path / "a"), "--resamples", "10", flag,
+                            str(tmp_path / "part.json")], tmp_path, (needle,))
+
+
 @pytest.mark.parametrize("doc,needle", [([1], "SHARD.json"), ({"model": 1}, "SHARD.json")])
 def test_metrics_shard_record(doc, needle, run, tmp_path, capsys):
     study = _copy(run, tmp_path / "case")
