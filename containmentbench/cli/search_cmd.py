@@ -194,7 +194,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     from containmentbench.analysis.writers import write
     from containmentbench.attacks.replay import build_tables
+    from containmentbench.integrity.inputs import load_json
+    from containmentbench.metrics.schema import check_metrics_file
 
+    check_metrics_file(args.run / "metrics" / "rollout_metrics.parquet")
+    load_json(args.run / "adaptive" / "replay.json", "replay_index")
     for t in build_tables(args.run, args.qualification):
         write(t, args.run / "tables")
         print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)

@@ -42,6 +42,13 @@ PART_DATA: dict[str, Any] = {
 }
 
 
+def _frozen(doc: dict[str, Any]) -> None:
+    for i, e in enumerate(doc["candidates"]):
+        if e["file"] != f"candidates/{e['sha256']}.json":  # joined to the folder: no '../'
+            raise ValidationError(f"expected 'candidates/<sha256>.json', got {e['file']!r}",
+                                  field=f"candidates[{i}].file")
+
+
 def _part(doc: dict[str, Any]) -> None:
     body = PART_DATA.get(doc["part"])
     if body is None:
@@ -84,6 +91,20 @@ SCHEMAS: dict[str, JsonSchema] = {
         "suite?": S, "seed?": I, "generator_version?": S, "total?": I,
         "stages": Map({"count": I, "file": S, "sha256": SHA256}),
         "scenarios": Map(SHA256)}),
+    # adaptive/splits.json (attacks/splits.py): family-disjoint clusters per split
+    "splits": JsonSchema("a splits.json", {
+        "split_seed?": I, "sizes?": Map(I),
+        "splits": Map({"families": STRS, "clusters": STRS, "scenarios": STRS})}),
+    # adaptive/frozen/candidates_manifest.json and candidates/<sha256>.json (attacks/frozen.py)
+    "frozen_manifest": JsonSchema("a frozen candidates manifest", {
+        "candidates": List({"rank?": I, "sha256": SHA256, "strategy?": S, "file": S,
+                            "file_sha256": SHA256})}, check=_frozen),
+    "frozen_candidate": JsonSchema("a frozen candidate", {
+        "sha256": SHA256, "strategy": S, "template": S}),
+    # adaptive/replay.json (attacks/replay.py): derived scenario id -> what it replays
+    "replay_index": JsonSchema("a replay index", Map({
+        "mode": S, "candidate": SHA256, "strategy": S, "base_scenario": S, "family": S,
+        "optimized_for": S})),
     # qualification/<suite>.json (adapters/agentdojo/qualify.py)
     "qualification": JsonSchema("an AgentDojo qualification record", {
         "suite": S, "eligible": STRS}),

@@ -180,6 +180,51 @@ def test_adapter_qualification(doc, needle, tmp_path, capsys):
                             "--out", str(tmp_path / "o")], tmp_path, (needle,))
 
 
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("splits")
+    assert run_cli("search", "splits", "--study", "adaptive_smoke", "--override",
+                   f"results_dir={d}/results", "--out", d / "splits.json") == 0
+    return d / "splits.json"
+
+
+def _search(step: str, root: Path, *extra: str) -> list[str]:
+    return ["search", step, "--study", "adaptive_smoke", "--override",
+            f"results_dir={root}/results", *extra, "--out", str(root / "out")]
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ([1], "sp.json"), ({"splits": {"development": []}}, "splits.development"),
+    ({"splits": {"development": {"families": [], "clusters": []}}},
+     "splits.development.scenarios"),
+])
+def test_search_splits_file(doc, needle, tmp_path, capsys):
+    (tmp_path / "sp.json").write_text(json.dumps(doc))
+    one_line_error(capsys, _search("run", tmp_path, "--splits", str(tmp_path / "sp.json")),
+                   tmp_path, (needle,))
+
+
+@pytest.mark.parametrize("entry,needle", [
+    ({"sha256": "a" * 64, "file": "../../../etc/hostname", "file_sha256": "0" * 64},
+     "candidates[0].file"),                                  # never joined to the folder
+    ({"sha256": "a" * 64, "file_sha256": "0" * 64}, "candidates[0].file"),
+])
+def test_search_frozen_manifest(entry, needle, splits, tmp_path, capsys):
+    (tmp_path / "frozen").mkdir()
+    (tmp_path / "frozen" / "candidates_manifest.json").write_text(
+        json.dumps({"candidates": [entry]}))
+    one_line_error(capsys, _search("replay", tmp_path, "--splits", str(splits), "--frozen",
+                                   str(tmp_path / "frozen")), tmp_path, (needle,))
+
+
+def test_search_tables_replay_index(run, tmp_path, capsys):
+    study = _copy(run, tmp_path / "case")
+    (study / "adaptive").mkdir()
+    (study / "adaptive" / "replay.json").write_text(json.dumps({"x~1": {"mode": 3}}))
+    one_line_error(capsys, ["search", "tables", str(study), "--qualification",
+                            str(tmp_path / "q")], tmp_path, ("x~1.mode",))
+
+
 # ------------------------------------------------------------------ YAML configs
 
 
