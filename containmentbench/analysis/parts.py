@@ -16,7 +16,6 @@ changes exactly when a part's settings change, so a bootstrap setting never reru
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -39,7 +38,6 @@ from containmentbench.analysis.seeds import interval_rows
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen, writer
-from containmentbench.metrics.schema import METRICS
 from containmentbench.progress import Progress
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
@@ -194,15 +192,10 @@ def read_frame(metrics_path: str | Path) -> pl.DataFrame:
     without holding an Arrow copy beside it (10^6 rows: 0.56 GiB peak instead of 1.0 GiB,
     and several times faster). Refuses a file without the metrics schema's columns, like
     ``read_metrics``."""
-    import pyarrow.parquet as pq
+    from containmentbench.metrics.schema import check_metrics_file
 
     path = Path(metrics_path)
-    if not path.exists():
-        raise BenchError("metrics file not found", file=str(path))
-    names = set(pq.read_schema(path).names)
-    for f in METRICS:
-        if f.name not in names:
-            raise BenchError(f"missing column '{f.name}'", file=str(path), field=f.name)
+    check_metrics_file(path)
     return pl.read_parquet(path).rechunk()
 
 
@@ -226,14 +219,11 @@ def read_part(part: str, path: str | Path, metrics: str | Path,
               cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A cached part, refused (one line naming the file) if it was computed from other
     metrics or other settings than the ones ``analyze`` is about to use."""
+    from containmentbench.integrity.inputs import load_json
+
     path = Path(path)
-    if not path.exists():
-        raise BenchError(f"{part} part not found", file=str(path))
     frozen.trusted(path)  # in a frozen study: the frozen or a verb-rebuilt cache, never an edit
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path)) from None
+    doc = load_json(path, "analysis_part")
     if doc.get("part") != part:
         raise BenchError(f"holds part '{doc.get('part')}', expected '{part}'", file=str(path))
     if doc.get("format") != FORMAT:

@@ -74,13 +74,11 @@ def write_frozen(out: Path, files: dict[str, bytes], force: bool = False) -> str
 
 def load_frozen(folder: str | Path) -> list[dict[str, Any]]:
     """The frozen candidates in rank order, every hash checked."""
+    from containmentbench.integrity.inputs import load_json
+
     folder = Path(folder)
     path = folder / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot read the frozen candidates ({exc})", file=str(path)) \
-            from None
+    manifest = load_json(path, "frozen_manifest")
     out = []
     for e in manifest["candidates"]:
         p = folder / e["file"]
@@ -88,7 +86,7 @@ def load_frozen(folder: str | Path) -> list[dict[str, Any]]:
         if sha256_bytes(data) != e["file_sha256"]:
             raise BenchError("frozen candidate file differs from its manifest hash",
                              file=str(p))
-        c = json.loads(data)
+        c = load_json(p, "frozen_candidate")
         if identity(c) != c["sha256"] or c["sha256"] != e["sha256"]:
             raise BenchError("frozen candidate does not hash to its sha256", file=str(p))
         out.append(c)

@@ -82,12 +82,8 @@ def check_disjoint(splits: dict[str, Any], file: str | None = None) -> None:
 
 
 def load_splits(path: str) -> dict[str, Any]:
-    import json
-    from pathlib import Path
+    from containmentbench.integrity.inputs import load_json
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot read the splits ({exc})", file=path) from None
+    data = load_json(path, "splits")
     check_disjoint(data, path)
     return data

@@ -103,6 +103,7 @@ class Store:
         self.files = event_files(self.root)
         if not self.files:
             raise BenchError("CIM store has no events files", file=str(self.root / EVENTS_DIR))
+        self._check_files()
         try:
             self.side = pl.read_parquet(self.root / DELEGATIONS_FILE) if in_memory else None
             self._events = pl.read_parquet([self.root / f for f in self.files]) \
@@ -112,13 +113,21 @@ class Store:
         mpath = self.root / MANIFEST_FILE
         self.manifest: dict[str, Any] = {}
         if mpath.exists():
-            try:
-                self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-                raise BenchError(f"not a valid JSON manifest ({type(exc).__name__})",
-                                 file=str(mpath)) from None
-            if not isinstance(self.manifest, dict):
-                raise BenchError("expected a JSON object", file=str(mpath))
+            from containmentbench.integrity.inputs import load_json
+
+            self.manifest = load_json(mpath, "cim_manifest")
+
+    def _check_files(self) -> None:
+        """Every file's footer readable and its columns of the CIM kinds, before any query:
+        polars reads lazily, so a truncated or foreign file used to end a query in a
+        ``ComputeError`` traceback. Footers only (a few KB each), not the data."""
+        from containmentbench.integrity.inputs import check_column_kinds, parquet_schema
+
+        check_column_kinds(parquet_schema(self.root / DELEGATIONS_FILE, "CIM side table"),
+                           DELEGATIONS, self.root / DELEGATIONS_FILE, "cim_delegations")
+        for f in self.files:
+            check_column_kinds(parquet_schema(self.root / f, "CIM events file"), CIM_EVENTS,
+                               self.root / f, "cim_events")
 
     # ------------------------------------------------------------------ side table
 

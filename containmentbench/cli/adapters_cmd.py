@@ -12,16 +12,32 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 
 def _ids(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _seeds(text: str) -> list[int]:
+    """``--seeds 1,2,3``: distinct seeds in the study's seed range (config/bounds.py)."""
+    seeds: list[int] = []
+    for x in _ids(text) or []:
+        try:
+            s = int(T.seed(x))
+        except argparse.ArgumentTypeError as exc:
+            raise BenchError(str(exc), field="seeds") from None
+        if s in seeds:
+            raise BenchError(f"seed {s} is listed twice", field="seeds")
+        seeds.append(s)
+    if not seeds:
+        raise BenchError("at least one seed", field="seeds")
+    return seeds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,18 +51,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ground_truth (no model), openai (any OpenAI-compatible server) or "
                         "vllm (the engine in this process)")
     a.add_argument("--defense")
-    a.add_argument("--seed", type=int)
+    a.add_argument("--seed", type=T.seed)
     a.add_argument("--out", type=Path, required=True, help="shard output folder")
     a.add_argument("--study", default="adhoc")
     a.add_argument("--model", default=None, help="served model name (openai), or a model folder "
                                                  "or pypi: package (vllm)")
     a.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    a.add_argument("--temperature", type=float, default=0.7,
+    a.add_argument("--temperature", type=T.config_range("decoding.temperature", float),
+                   default=0.7,
                    help="decoding of a served model (sent as given, seeded per request)")
-    a.add_argument("--top-p", type=float, default=0.95)
-    a.add_argument("--max-tokens", type=int, default=512)
+    a.add_argument("--top-p", type=T.probability, default=0.95)
+    a.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512)
     a.add_argument("--user-tasks", default=None, help="comma-separated user task ids")
-    a.add_argument("--max-user-tasks", type=int, default=0, help="first N user tasks (0 = all)")
+    a.add_argument("--max-user-tasks", type=T.non_negative_int, default=0,
+                   help="first N user tasks (0 = all)")
     a.add_argument("--injection-tasks", default=None, help="comma-separated injection task ids")
     a.add_argument("--stages", default="clean,security")
     a.add_argument("--attack", default="direct", help="an AgentDojo attack name")
@@ -63,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seeds", default="1,2,3")
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--user-tasks", default=None)
-    q.add_argument("--max-user-tasks", type=int, default=0)
+    q.add_argument("--max-user-tasks", type=T.non_negative_int, default=0)
     q.add_argument("--study-config", type=Path, default=None)
     q.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
@@ -72,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = s.add_parser("metrics", help="adapter traces -> rollout_metrics.parquet")
     m.add_argument("traces", type=Path)
     m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--workers", type=int, default=None)
+    m.add_argument("--workers", type=T.workers, default=None)
     m.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     m.set_defaults(func=cmd_metrics)
@@ -118,12 +136,8 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
     if not args.model:
         raise BenchError("a served pipeline needs --model (the served model name, or a model "
                          "folder / pypi: package for vllm)", field="model")
-    from containmentbench.config.bounds import check_value
     from containmentbench.models.base import BackendConfig
 
-    check_value("decoding.temperature", args.temperature, "temperature")
-    check_value("decoding.top_p", args.top_p, "top-p")
-    check_value("decoding.max_tokens", args.max_tokens, "max-tokens")
     options = {"base_url": args.base_url} if args.pipeline == "openai" else \
         {"tool_parser": "hermes", "max_model_len": 8192, "enforce_eager": True}
     decoding = {"temperature": args.temperature, "top_p": args.top_p,
@@ -182,9 +196,9 @@ def cmd_agentdojo(args: argparse.Namespace) -> int:
         if st not in ("clean", "security"):
             raise BenchError(f"unknown stage '{st}' (clean, security)", field="stages")
     if args.qualification is not None:
-        if not args.qualification.exists():
-            raise BenchError("qualification file not found", file=str(args.qualification))
-        users = eligible_from(json.loads(args.qualification.read_text()), suite, min_el)
+        from containmentbench.integrity.inputs import load_json
+
+        users = eligible_from(load_json(args.qualification, "qualification"), suite, min_el)
     cfg = _settings(args, data, suite, defense, seed)
     specs = R.specs_for(suite, users, injections, cfg.attack, stages)
     from containmentbench.adapters.agentdojo.pipelines import close_served
@@ -214,18 +228,13 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         users, seeds = user_tasks(a, args.suite), data["study"]["seeds"]
     else:
         data = None
+        seeds = _seeds(args.seeds)  # before AgentDojo is imported
         from containmentbench.adapters.agentdojo.tasks import sort_ids
         from containmentbench.adapters.agentdojo.tasks import suite as get_suite
 
         users = _ids(args.user_tasks) or sort_ids(get_suite(args.suite).user_tasks)
         if args.max_user_tasks:
             users = users[:args.max_user_tasks]
-        try:
-            seeds = [int(x) for x in _ids(args.seeds) or []]
-        except ValueError:
-            raise BenchError("must be comma-separated integers", field="seeds") from None
-        if not seeds:
-            raise BenchError("at least one seed", field="seeds")
     args.pipeline, args.model, args.no_native = "ground_truth", None, False
     args.study, args.attack = "qualification", "direct"
     cfg = _settings(args, data, args.suite, "none", int(seeds[0]))

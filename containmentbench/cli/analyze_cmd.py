@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 
@@ -30,7 +30,8 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="analysis config option name or YAML file (config/analysis/)")
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
-    p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.add_argument("--resamples", type=T.resamples, default=None,
+                   help="override bootstrap resamples")
     p.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under "
                         ".replaced-N/; re-freeze after)")
@@ -47,8 +48,6 @@ def analysis_config(args: argparse.Namespace) -> dict:
     else:
         cfg = load_option("analysis", args.analysis)
     if args.resamples is not None:
-        if args.resamples < 1:
-            raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
     if args.metrics.exists():
         check_metrics(args.metrics)  # never pool two models or configs
@@ -88,12 +87,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     cfg = analysis_config(args)
     check_analyze_out(args.metrics, args.out, args.force)
+    from containmentbench.integrity.inputs import load_json
+
+    for part in (args.sensitivity, args.bootstrap):
+        if part is not None:  # their shape before any table is written (read_part: the rest)
+            load_json(part, "analysis_part")
     summary = None
     if args.reparse is not None:
-        if not args.reparse.exists():
-            raise BenchError("reparse summary not found", file=str(args.reparse))
         frozen.trusted(args.reparse)
-        summary = json.loads(args.reparse.read_text())
+        summary = load_json(args.reparse, "reparse_summary")
     with writer.forcing(args.force):
         info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 SIM_LABEL = " [simulated agent: harness validation, not a model result]"
@@ -32,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
     r.add_argument("--force", action="store_true",
                    help="redo the audit of a frozen study (old bytes kept under .replaced-N/)")
-    r.add_argument("--batch-size", type=int, default=64, help="embedding batch size")
+    r.add_argument("--batch-size", type=T.positive_int, default=64,
+                   help="embedding batch size")
     r.add_argument("--judge-backend", default=None,
                    help="causal-judge fallback for traces that cannot be replayed (paper 001 "
                         "§4.3): a backend name, e.g. openai")
@@ -56,10 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     u = ssub.add_parser("run", help="five runs per scenario, audit, P/R/F1 and the sweep")
     u.add_argument("--suite", default="taintbench")
     u.add_argument("--out", type=Path, required=True)
-    u.add_argument("--runs", type=int, default=5)
+    u.add_argument("--runs", type=T.positive_int, default=5)
     u.add_argument("--profile", default="always_follow", help="sim agent profile")
     u.add_argument("--policy", type=Path, default=None)
-    u.add_argument("--limit", type=int, default=None,
+    u.add_argument("--limit", type=T.positive_int, default=None,
                    help="every n-th scenario only (quick checks)")
     u.set_defaults(func=cmd_suite_run)
 
@@ -82,8 +84,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():
         raise BenchError("run directory not found", file=str(args.run_dir), field="run_dir")
     check_audit_out(args.run_dir, args.out, args.force)
-    if args.batch_size < 1:
-        raise BenchError("must be >= 1", field="batch-size")
     from containmentbench.audit.embed import Embedder
 
     judge = None
@@ -135,8 +135,6 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     from containmentbench.scenarios.manifest import load_suite
 
     pol = load_audit_policy(args.policy)
-    if args.runs < 1:
-        raise BenchError("must be >= 1", field="runs")
     scen = load_suite(args.suite)
     for s in scen:
         try:

@@ -19,9 +19,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from containmentbench.integrity import writer
+    from containmentbench.metrics.schema import check_metrics_file
     from containmentbench.report.write import check_cases_out, write_cases
 
+    metrics = Path(args.metrics or Path(args.run_dir) / "metrics" / "rollout_metrics.parquet")
+    if metrics.exists():  # a missing table is write_cases' one-line error
+        check_metrics_file(metrics)
     check_cases_out(args.run_dir, args.out, args.force)  # before any work
     with writer.forcing(args.force):
         paths, checks = write_cases(args.run_dir, args.metrics, args.out)

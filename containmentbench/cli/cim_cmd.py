@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 GEN_HELP = {
@@ -110,7 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
     e.add_argument("--format", default="parquet", help="parquet, otel or parquet,otel")
     e.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
-    e.add_argument("--tick-ms", type=int, default=1000, help="milliseconds per logical tick")
+    e.add_argument("--tick-ms", type=T.positive_int, default=1000,
+                   help="milliseconds per logical tick")
     e.set_defaults(func=cmd_export)
 
     g = csub.add_parser("generate", help="seeded synthetic W1-W3 telemetry (Table 4)",
@@ -120,14 +122,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="store folder (new or empty, or an earlier store with --force)")
     g.add_argument("--force", action="store_true", help="replace an earlier, different store "
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
-    g.add_argument("--jobs", type=int, default=1, help="worker processes")
+    g.add_argument("--jobs", type=T.positive_int, default=1, help="worker processes")
     g.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     g.add_argument("--quiet", action="store_true")
     from containmentbench.cim.generator import GenParams
 
     for f in dataclasses.fields(GenParams):
         default = f.default
-        kind = str if isinstance(default, tuple) else type(default)
+        # counts, rates and the seed are never negative (GenParams.validate adds the tighter
+        # ranges, one line naming the parameter, before any file is written)
+        kind = str if isinstance(default, tuple) else T.seed if f.name == "seed" else \
+            T.non_negative_int if isinstance(default, int) else T.float_range(0.0)
         shown = ",".join(default) if isinstance(default, tuple) else default
         g.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
                        help=f"{GEN_HELP[f.name]} [default {shown}]")
@@ -148,7 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = _query(csub, "drift", "execution drift: envelope expansion without an authority "
                "expansion event (§5.4)", cmd_drift, delegation=False)
     r.add_argument("--delegation", default=None, help="one delegation (default: every root)")
-    r.add_argument("--baseline-frac", type=float, default=0.3,
+    r.add_argument("--baseline-frac", type=T.float_range(0.0, 1.0, open_lo=True, open_hi=True),
+                   default=0.3,
                    help="share of early calls forming Env_0")
     r.add_argument("--min-sensitivity", default="confidential",
                    choices=("public", "internal", "confidential", "restricted"),
@@ -163,7 +169,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "B2 (hybrid) and CIM over each run of a store; print Table 5 metrics.")
     c.add_argument("--store", type=Path, required=True, help="CIM store folder")
     c.add_argument("--deltas", default="5,30,120", help="B1/B2 windows in seconds")
-    c.add_argument("--max-buckets", type=int, default=None, help="runs per workflow to use")
+    c.add_argument("--max-buckets", type=T.positive_int, default=None,
+                   help="runs per workflow to use")
     c.add_argument("--out", type=Path, default=None, help="per-delegation metrics (.parquet)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_reconstruct)
@@ -180,7 +187,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--store", type=Path, required=True, help="CIM store folder")
     t.add_argument("--out", type=Path, default=None, help="write the markdown here too")
     t.add_argument("--latency", action="store_true", help="measure gateway latency")
-    t.add_argument("--max-buckets", type=int, default=2, help="runs per workflow to use")
+    t.add_argument("--max-buckets", type=T.positive_int, default=2,
+                   help="runs per workflow to use")
     t.add_argument("--delegation", default=None, help="delegation for the Table 7 plans")
     t.set_defaults(func=cmd_report)
 
@@ -191,8 +199,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     formats = {f.strip() for f in args.format.split(",") if f.strip()}
     if not formats or formats - {"parquet", "otel"}:
         raise BenchError(f"unknown format in '{args.format}' (parquet, otel)", field="format")
-    if args.tick_ms < 1:
-        raise BenchError("tick must be >= 1 ms", field="tick-ms")
     if not args.traces.is_dir():
         raise BenchError("no such folder", file=str(args.traces))
     s = export_traces(args.traces, args.out, parquet="parquet" in formats,
@@ -269,8 +275,6 @@ def cmd_divergence(args: argparse.Namespace) -> int:
 def cmd_drift(args: argparse.Namespace) -> int:
     from containmentbench.cim.drift import drift
 
-    if not 0 < args.baseline_frac < 1:
-        raise BenchError("must lie in (0, 1)", field="baseline-frac")
     store = _store(args)
     if args.delegation is not None:
         store.delegation(args.delegation)
@@ -314,8 +318,6 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
     deltas = _deltas(args.deltas)
     t0 = time.perf_counter()
-    if args.max_buckets is not None and args.max_buckets < 1:
-        raise BenchError("must be >= 1", field="max-buckets")
     per, runs = reconstruct_store(_store(args), deltas, args.max_buckets)
     if per.height == 0:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
@@ -366,8 +368,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.out:
         _own_file(args.out, (".md", ".txt"), "cim-report")
-    if args.max_buckets is not None and args.max_buckets < 1:
-        raise BenchError("must be >= 1", field="max-buckets")
     text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
                      effort_delegation=args.delegation)
     if args.out:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError, VerifyError
 
 
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "bytes with the frozen ones")
     p.add_argument("--config", type=Path, default=None,
                    help="resolved study config whose `analysis` section to use")
-    p.add_argument("--resamples", type=int, default=None, help="override bootstrap resamples")
+    p.add_argument("--resamples", type=T.resamples, default=None,
+                   help="override bootstrap resamples")
     p.add_argument("--force", action="store_true",
                    help="redo a frozen cross-model folder (old bytes kept under .replaced-N/)")
     p.set_defaults(func=cmd_cross_model)
@@ -32,6 +34,11 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
 
     if args.reproduce:
         from containmentbench.analysis.cross_model import reproduce_cross
+        from containmentbench.integrity.inputs import load_json
+
+        info = args.out / "analysis.json"
+        if info.exists():  # the settings and inputs it rebuilds from, checked first
+            load_json(info, "cross_model")
         r = reproduce_cross(args.out)
         if r["differ"]:
             raise VerifyError(f"{len(r['differ'])} of {r['compared']} cross-model files "
@@ -54,8 +61,6 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
     else:
         cfg = load_option("analysis", "default")
     if args.resamples is not None:
-        if args.resamples < 1:
-            raise BenchError("must be >= 1", field="resamples")
         cfg["resamples"] = args.resamples
     with writer.forcing(args.force):
         info = cross_model(args.metrics, args.out, cfg)

@@ -15,8 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
+    from containmentbench.cli.guards import check_run_inputs
     from containmentbench.freeze.manifest import freeze
 
+    check_run_inputs(args.study)
     m = freeze(args.study)
     print(f"wrote {args.study}/MANIFEST.json (freeze {m['freeze']}): {len(m['files'])} files "
           f"hashed, "

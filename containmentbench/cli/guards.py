@@ -37,3 +37,25 @@ def is_parquet_table(path: Path, table: str) -> bool:
     except (OSError, pa.ArrowException):
         return False
     return meta.get(b"table") == table.encode()
+
+
+def check_run_inputs(run: Path, analysis: bool = False) -> None:
+    """The files of a run directory that ``freeze`` and ``reproduce`` read before they hash
+    or rebuild anything: ``config.yaml`` (valid YAML of the config's shape), the metrics table
+    (every column of the right kind) and, for ``reproduce``, ``analysis.json`` with a valid
+    ``config`` section (what ``analyze`` is re-run with). One line naming file and field."""
+    from containmentbench.config.compose import read_resolved
+    from containmentbench.config.keys import check_analysis
+    from containmentbench.integrity.inputs import load_json
+    from containmentbench.metrics.schema import check_metrics_file
+
+    if not run.is_dir():
+        raise BenchError("no such run directory", file=str(run))
+    if (run / "config.yaml").exists():
+        read_resolved(run / "config.yaml")
+    metrics = run / "metrics" / "rollout_metrics.parquet"
+    if metrics.exists():
+        check_metrics_file(metrics)
+    info = run / "analysis.json"
+    if analysis and info.exists():
+        check_analysis(load_json(info, "analysis")["config"], "config", str(info))

@@ -108,13 +108,41 @@ def _main(argv: list[str]) -> int:
         # OSErrors): still one line naming the file, never a traceback (issue: data safety)
         print(f"containmentbench: error: {_input_error(exc, args)}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if not _corrupt_parquet(exc):
+            raise
+        # a Parquet file whose footer reads but whose pages do not (polars reads lazily;
+        # the footers were checked on open: integrity/inputs.py)
+        print(f"containmentbench: error: {_input_error(exc, args)}", file=sys.stderr)
+        return 2
     return int(rc or 0)
+
+
+def _corrupt_parquet(exc: BaseException) -> bool:
+    """polars' own Parquet decoder failing on damaged data pages (``ComputeError: parquet:
+    File out of specification ...``): bad input, not a bug of the verb."""
+    polars = sys.modules.get("polars")
+    return polars is not None and isinstance(exc, polars.exceptions.ComputeError) and \
+        str(exc).startswith("parquet:")
+
+
+def _no_space(exc: BaseException) -> bool:
+    import errno
+
+    return isinstance(exc, OSError) and (exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                                         or "No space left on device" in str(exc))
 
 
 def _input_error(exc: BaseException, args: argparse.Namespace) -> str:
     from pathlib import Path
 
     where = getattr(exc, "filename", None)
+    if _no_space(exc):
+        # a write failed: name the output (a full disk is not an input problem); file
+        # objects' write() and pyarrow's writers raise it without a file name
+        out = getattr(args, "out", None)
+        return f"{where or out or 'output'}: no space left on device while writing " \
+               f"(ENOSPC){f'; output {out}' if out and where and str(out) not in where else ''}"
     if where is None:
         paths = [str(v) for v in vars(args).values() if isinstance(v, Path)]
         where = paths[0] if paths else None

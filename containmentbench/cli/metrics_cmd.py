@@ -7,13 +7,16 @@ import sys
 import time
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metrics", help="compute per-rollout metrics from every trace shard "
                                        "below a folder")
     p.add_argument("traces", type=Path, help="folder holding trace shards (searched recursively)")
     p.add_argument("--out", type=Path, required=True, help="rollout_metrics.parquet to write")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    p.add_argument("--workers", type=T.workers, default=None,
+                   help="processes (default: cores)")
     p.add_argument("--study-config", type=Path, default=None,
                    help="resolved study config (<run dir>/config.yaml): read only the shards "
                         "its plan lists, each of which must be finished")
@@ -25,12 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from containmentbench.cli.guards import need_dir
-    from containmentbench.config.bounds import check_value
     from containmentbench.integrity import writer
     from containmentbench.metrics.compute import compute_metrics, write_metrics
     from containmentbench.pipeline.mixing import check_traces
 
-    check_value("workers", args.workers, "workers")
     need_dir(args.traces, "traces")
     writer.check_file(args.out, "metrics", args.force)
     t0 = time.perf_counter()

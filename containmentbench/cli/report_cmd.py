@@ -18,8 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from containmentbench.metrics.schema import check_metrics_file
     from containmentbench.report.build import build_report
 
+    metrics = Path(args.run_dir) / "metrics" / "rollout_metrics.parquet"
+    if metrics.exists():  # checked before any page is rendered (one line naming a column)
+        check_metrics_file(metrics)
     index = build_report(args.run_dir, args.out, args.before_freeze, args.force)
     print(index.resolve())
     return 0

@@ -8,22 +8,23 @@ import sys
 import time
 from pathlib import Path
 
+from containmentbench.cli import argtypes as T
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="recompute reparse, metrics and tables from the cached "
                                          "Parquet traces (no model, no GPU) and compare bytes")
     p.add_argument("study", type=Path)
-    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--workers", type=T.workers, default=None)
     p.set_defaults(func=cmd_reproduce)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from containmentbench.cli.guards import check_run_inputs
     from containmentbench.freeze.manifest import reproduce
 
     t0 = time.perf_counter()
-    from containmentbench.config.bounds import check_value
-
-    check_value("workers", args.workers, "workers")
+    check_run_inputs(args.study, analysis=True)
     res = reproduce(args.study, args.workers)
     for rel in res["differ"]:
         print(f"DIFFERS {rel}", file=sys.stderr)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "--shard (a shard id of that study).")
     add_selection(p, required=False)
     p.add_argument("--defense")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=T.seed)
     p.add_argument("--study-config", type=Path, default=None,
                    help="resolved study config (results/<study>/config.yaml)")
     p.add_argument("--shard", default=None, help="shard id, e.g. sim-default/none/seed=1/"
@@ -43,16 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-profile", default="default", help="sim profile name or YAML file")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable), e.g. base_url=http://127.0.0.1:8000/v1")
-    p.add_argument("--max-steps", type=int, default=60)
-    p.add_argument("--max-tokens", type=int, default=512, help="decoding.max_tokens")
-    p.add_argument("--temperature", type=float, default=0.7,
+    p.add_argument("--max-steps", type=T.config_range("runtime.max_steps"), default=60)
+    p.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512,
+                   help="decoding.max_tokens")
+    p.add_argument("--temperature", type=T.config_range("decoding.temperature", float),
+                   default=0.7,
                    help="decoding.temperature (0: greedy; the seed then changes nothing)")
-    p.add_argument("--top-p", type=float, default=0.95, help="decoding.top_p")
+    p.add_argument("--top-p", type=T.probability, default=0.95, help="decoding.top_p")
     p.add_argument("--tool-mode", default="prompt", choices=("prompt", "native", "constrained"),
                    help="prompt: our format, schemas once in the system prompt; native: the "
                         "model's chat template renders the tools; constrained: prompt mode "
                         "with decoding limited to one valid action (vllm, openai)")
-    p.add_argument("--window", type=int, default=512, help="episodes in flight")
+    p.add_argument("--window", type=T.config_range("backend.window"), default=512,
+                   help="episodes in flight")
     p.add_argument("--parser", default="current", choices=("current", "legacy"),
                    help="parser the agent's actions are read with (study.parser; Table 24)")
     p.add_argument("--quiet", action="store_true")
@@ -72,12 +76,13 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def select(suite: str, stage: str | None, ids: str | None) -> list[Any]:
-    from containmentbench.scenarios.manifest import load_scenarios, load_suite
+    from containmentbench.scenarios.manifest import check_stage_files, load_scenarios, load_suite
 
     if ids:  # validate the selected scenarios only (a one-shard job's fixed cost)
         want = [x.strip() for x in ids.split(",") if x.strip()]
         scen = load_scenarios(suite, stage, want) if want else []
     else:
+        check_stage_files(suite, stage)  # never roll out an edited suite
         scen = load_suite(suite, stage)
     if not scen:
         raise BenchError("the selection holds no scenarios", field="scenarios")

@@ -114,8 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_freeze(args: argparse.Namespace) -> int:
     from containmentbench.attacks.frozen import render, write_frozen
+    from containmentbench.integrity.inputs import load_json
 
-    result = json.loads((args.search / "candidates.json").read_text())
+    result = load_json(args.search / "candidates.json", "candidates")
     print(f"frozen: {write_frozen(args.out, render(result), args.force)}", file=sys.stderr)
     return 0
 
@@ -127,7 +128,9 @@ def _search_log(folder: Path) -> dict[str, Any]:
     starts = {r["key"]: r for r in recs if r["type"] == "query_start"}
     queries = [{**starts[r["key"]], "stage": r["stage"]} for r in recs
                if r["type"] == "query_done"]
-    result = json.loads((folder / "candidates.json").read_text())
+    from containmentbench.integrity.inputs import load_json
+
+    result = load_json(folder / "candidates.json", "candidates")
     return {"queries": sorted(queries, key=lambda q: q["key"]),
             "candidates": result["evaluated"]}
 
@@ -190,7 +193,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
     from containmentbench.analysis.writers import write
     from containmentbench.attacks.replay import build_tables
     from containmentbench.integrity import writer
+    from containmentbench.integrity.inputs import load_json
+    from containmentbench.metrics.schema import check_metrics_file
 
+    check_metrics_file(args.run / "metrics" / "rollout_metrics.parquet")
+    load_json(args.run / "adaptive" / "replay.json", "replay_index")
     for t in build_tables(args.run, args.qualification):
         for ext in ("parquet", "csv", "md", "tex"):  # before any is written
             writer.check_file(args.run / "tables" / f"{t.name}.{ext}", "tables", args.force)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from containmentbench.cli import argtypes as T
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="one rollout as a readable timeline (or JSON)")
@@ -15,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run directory holding traces/ (default: search results/)")
     p.add_argument("--results", default="results", help="where to search without --study")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--width", type=int, default=100, help="text width of raw-text excerpts")
+    p.add_argument("--width", type=T.positive_int, default=100,
+                   help="text width of raw-text excerpts")
     p.add_argument("--raw", action="store_true",
                    help="print trace text as stored, terminal control sequences included "
                         "(default: control, bidi and zero-width characters as escapes)")

@@ -87,11 +87,14 @@ def validate(cfg: Any) -> dict[str, Any]:
         raise _hydra_error(exc) from None
     study, model, backend = data["study"], data["model"], data["backend"]
     from containmentbench.config.bounds import check_bounds
+    from containmentbench.config.keys import check_distinct, check_known
     from containmentbench.integrity.paths import check_dir, check_name
 
+    check_known(data)  # no key the schema does not name (a '+key' override adds one)
     check_name(study["name"], "study.name")
     check_dir(data["results_dir"], "results_dir")
     check_bounds(data)
+    check_distinct(data)
     if not study["seeds"]:
         raise BenchError("a study needs at least one seed", field="study.seeds")
     if not study["defenses"]:
@@ -141,6 +144,13 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] == "sim" and model["name"] != "sim":
         raise BenchError("the sim backend runs the simulated agent; use model=sim",
                          field="model.name")
+    if backend["name"] == "sim":
+        from containmentbench.models.sim import load_profile
+
+        try:  # a profile that does not exist would only fail in the first rollout job
+            load_profile(model.get("sim_profile") or "default")
+        except BenchError as exc:
+            raise BenchError(exc.detail, file=exc.file, field="model.sim_profile") from None
     if not 0.0 <= float(study.get("max_error_rate", 0.0)) <= 1.0:
         raise BenchError("must be in [0, 1]", field="study.max_error_rate")
     from containmentbench.pipeline.plan import rollout_group
@@ -149,13 +159,6 @@ def validate(cfg: Any) -> dict[str, Any]:
         raise BenchError(f"unknown executor '{data['cluster']['executor']}'",
                          field="cluster.executor")
     a = data["analysis"]
-    for key in ("resamples", "confidence", "seed", "max_batch_elements", "comparisons",
-                "sweep", "zero_event", "divergence", "stage_contribution", "sensitivity",
-                "attribution", "seed_variance"):
-        if key not in a:
-            raise BenchError("missing", field=f"analysis.{key}")
-    if not isinstance(a["resamples"], int) or a["resamples"] < 1:
-        raise BenchError("must be a positive integer", field="analysis.resamples")
     if not 0 < float(a["confidence"]) < 1:
         raise BenchError("must be in (0, 1)", field="analysis.confidence")
     return data
@@ -222,30 +225,18 @@ def save_resolved(data: dict[str, Any], path: str | Path, force: bool = False) -
 
 
 def read_resolved(path: str | Path) -> dict[str, Any]:
-    import yaml
+    """A run's resolved ``config.yaml``: valid YAML holding a mapping of the config's
+    sections, with names, paths, ranges, distinct lists and the analysis section checked (one
+    line naming file and key)."""
+    from containmentbench.integrity.inputs import read_yaml_mapping
 
     path = Path(path)
-    if not path.is_file():
-        raise BenchError("resolved config not found (or not a file)", file=str(path))
-    try:
-        # libyaml's loader when built (same resolvers as SafeLoader, ~10x faster on the
-        # resolved config every rollout job reads)
-        data = yaml.load(path.read_text(encoding="utf-8"),
-                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except UnicodeDecodeError:
-        raise BenchError("not UTF-8 text", file=str(path)) from None
-    except RecursionError:
-        raise BenchError("YAML nested too deeply", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise BenchError(f"not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})",
-                         file=str(path), line=mark.line + 1 if mark else None) from None
-    if not isinstance(data, dict):
-        raise BenchError("not a resolved study config (expected a mapping)", file=str(path))
+    data = read_yaml_mapping(path, "a resolved study config")
     # shape, names, paths and ranges, without OmegaConf (rollout jobs stay light) and without
     # the host-specific checks of `validate` (a model folder mounted only on GPU nodes must
     # not fail the analysis job on a CPU node)
     from containmentbench.config.bounds import check_bounds
+    from containmentbench.config.keys import check_analysis, check_distinct
     from containmentbench.integrity.paths import check_dir, check_name
 
     try:
@@ -258,6 +249,8 @@ def read_resolved(path: str | Path) -> dict[str, Any]:
             data["results_dir"] = results_dir_of(path, data)
         check_dir(data.get("results_dir"), "results_dir")
         check_bounds(data)
+        check_distinct(data)
+        check_analysis(data["analysis"])
     except BenchError as exc:
         raise BenchError(exc.detail, file=str(path), field=exc.field) from None
     return data

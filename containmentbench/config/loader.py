@@ -47,12 +47,26 @@ def _load_defenses(directory: Path, option: str) -> dict[str, Any]:
 def load_option(group: str, option: str = "default", directory: Path | None = None
                 ) -> dict[str, Any]:
     """One option of a config group as a plain dict (``config/<group>/<option>.yaml``), or a
-    YAML file path given directly."""
+    YAML file path given directly. Malformed YAML, anything but a mapping, and (for the
+    ``analysis`` group, which ``analyze --analysis FILE`` reads outside composition) a
+    missing, mistyped or unknown key are one line naming the file."""
     p = Path(option)
     if p.suffix not in (".yaml", ".yml"):
         p = (directory or config_dir()) / group / f"{option}.yaml"
-    if not p.exists():
+    if not p.is_file():
         raise BenchError(f"no {group} option '{option}'", file=str(p), field=group)
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(p), resolve=True)
+    from containmentbench.integrity.inputs import read_yaml_mapping
+
+    raw = read_yaml_mapping(p, f"a {group} option")
+    try:  # through OmegaConf: option files may use interpolation
+        data = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+    except Exception as exc:  # an interpolation that does not resolve
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise BenchError(f"not a valid {group} option ({reason})", file=str(p)) from None
+    if group == "analysis":
+        from containmentbench.config.keys import check_analysis
+
+        check_analysis(data, file=str(p))
+    return data

@@ -231,11 +231,8 @@ def write_metrics(table: pa.Table, out: str | Path, force: bool = False) -> str:
 
 
 def read_metrics(path: str | Path, columns: Iterable[str] | None = None) -> pa.Table:
+    from containmentbench.metrics.schema import check_metrics_file
+
     path = Path(path)
-    if not path.exists():
-        raise BenchError("metrics file not found", file=str(path))
-    t = pq.read_table(path, columns=list(columns) if columns else None)
-    for f in METRICS:
-        if columns is None and f.name not in t.schema.names:
-            raise BenchError(f"missing column '{f.name}'", file=str(path), field=f.name)
-    return t
+    check_metrics_file(path)
+    return pq.read_table(path, columns=list(columns) if columns else None)

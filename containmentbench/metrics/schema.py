@@ -4,6 +4,8 @@ their stage (Table 5), never 0."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 
 KEYS = ("scenario_id", "stage", "model", "backend", "defense", "seed")
@@ -126,3 +128,15 @@ OUTCOMES = tuple(f.name for f in METRICS if f.name not in (
     "completion_digest", "n_model_calls", "rule_ids", "stop_rule_ids",
     "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate", "invalid_tool_rate",
     "truncated_rate"))
+
+
+def check_metrics_file(path: str | Path) -> pa.Schema:
+    """The schema of a metrics table on disk, refused (one line naming file and column) unless
+    every column of :data:`METRICS` is there with the right kind of value: an integer
+    ``stage`` or a string ``seed`` used to pass the name check and fail deep inside polars.
+    Kinds, not exact types: a table rewritten by polars stores ``large_string``."""
+    from containmentbench.integrity.inputs import check_column_kinds, parquet_schema
+
+    schema = parquet_schema(path, "metrics table")
+    check_column_kinds(schema, METRICS, path, "rollout_metrics")
+    return schema

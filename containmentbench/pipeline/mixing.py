@@ -9,7 +9,6 @@ with a one-line error instead of doubling Table 3's rows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -25,11 +24,10 @@ SHARD_RECORD = "SHARD.json"
 def _identity(shard: Path) -> tuple[str, str | None]:
     rec = shard / SHARD_RECORD
     if rec.exists():
-        try:
-            r = json.loads(rec.read_text())
-            return str(r["model"]), str(r["run_key"])
-        except (ValueError, KeyError):
-            raise BenchError("unreadable shard record", file=str(rec)) from None
+        from containmentbench.integrity.inputs import load_json
+
+        r = load_json(rec, "shard_record")
+        return r["model"], r["run_key"]
     models = set(pq.read_table(shard / "rollouts.parquet", columns=["model"])
                  .column("model").to_pylist())
     if len(models) > 1:
@@ -57,12 +55,15 @@ def check_traces(root: str | Path, shards: Iterable[Path] | None = None) -> None
 def check_metrics(path: str | Path) -> None:
     """One model, backend, decoding and tool mode in a metrics table, or a one-line error
     (sampled and greedy, or constrained and free, results are never pooled)."""
+    from containmentbench.integrity.inputs import check_column_kinds, parquet_schema
+    from containmentbench.metrics.schema import METRICS
+
     cols = ["model", "backend", "decoding", "tool_mode"]
-    try:
-        t = pq.read_table(path, columns=cols)
-    except (OSError, pa.ArrowInvalid, KeyError) as exc:
-        raise BenchError(f"not a metrics table with {', '.join(cols)} columns ({exc})",
-                         file=str(path)) from None
+    # these columns only: the whole table is checked by the reader that uses it
+    # (metrics/schema.py check_metrics_file), after the checks of --out
+    check_column_kinds(parquet_schema(path, "metrics table"),
+                       pa.schema([METRICS.field(c) for c in cols]), path, "rollout_metrics")
+    t = pq.read_table(path, columns=cols)
     for col in cols:
         vals = sorted(set(t.column(col).to_pylist()))
         if len(vals) > 1:

@@ -18,10 +18,10 @@ next run moves them to ``retired/`` (``pipeline/preflight.py``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from containmentbench.errors import BenchError
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
     Job,
@@ -57,9 +57,11 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> st
 
 def _key_of(d: Path) -> str | None:
     """The shard key recorded in ``SHARD.json`` (None for a shard written without one)."""
-    try:
-        return json.loads((d / SHARD_RECORD).read_text())["key"]
-    except (OSError, ValueError, KeyError):
+    from containmentbench.integrity.inputs import load_json
+
+    try:  # unreadable or wrong-shaped: no key, so the shard is not current and is redone
+        return load_json(d / SHARD_RECORD, "shard_record")["key"]
+    except (OSError, BenchError):
         return None
 
 

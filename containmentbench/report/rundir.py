@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from containmentbench.errors import BenchError
 from containmentbench.trace.io import read_table, shard_dirs
@@ -70,8 +69,10 @@ class RunDir:
         shard = self.index[rollout_id][1]
         flt = pc.field("rollout_id") == rollout_id
         row = read_table(shard / "rollouts.parquet", "rollouts").filter(flt).to_pylist()[0]
-        events = pq.read_table(shard / "events.parquet", filters=flt).sort_by("seq").to_pylist()
-        edges = pq.read_table(shard / "edges.parquet", filters=flt).to_pylist()
+        # validated like every trace read (schema version, columns), only its rows loaded
+        events = read_table(shard / "events.parquet", "events", filters=flt) \
+            .sort_by("seq").to_pylist()
+        edges = read_table(shard / "edges.parquet", "edges", filters=flt).to_pylist()
         return Rollout(row, events, edges, shard)
 
 

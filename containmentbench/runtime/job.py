@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from containmentbench.canonical import canonical_json
+from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
@@ -60,10 +61,11 @@ def shard_is_current(data: dict[str, Any], s: Shard) -> bool:
     d = shard_dir(data, s)
     if not (d / CHECKSUMS).exists() or verify_shard(d):
         return False
-    rec = d / SHARD_RECORD
-    try:
-        return json.loads(rec.read_text())["key"] == shard_key(data, s)
-    except (OSError, ValueError, KeyError):
+    from containmentbench.integrity.inputs import load_json
+
+    try:  # unreadable or wrong-shaped: not current, redone
+        return load_json(d / SHARD_RECORD, "shard_record")["key"] == shard_key(data, s)
+    except (OSError, BenchError):
         return False
 
 

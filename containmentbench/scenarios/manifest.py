@@ -95,22 +95,23 @@ def write_suite_files(out: Path, suite: str, files: dict[str, bytes], force: boo
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
+    """The suite's ``MANIFEST.json``, its shape checked (integrity/schemas.py) and every stage
+    entry naming its own ``<stage>.jsonl`` (a ``file`` entry is joined to the suite folder,
+    so ``../x`` must never reach a path)."""
+    from containmentbench.integrity.inputs import load_json
+
     path = directory / MANIFEST
     if not path.exists():
         raise BenchError(f"no {MANIFEST} in {directory}", file=str(path))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValidationError("not UTF-8 text", file=str(path)) from None
-    except RecursionError:
-        raise ValidationError("JSON nested too deeply", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON ({exc.msg})", file=str(path),
-                              line=exc.lineno) from None
-    if not isinstance(data, dict) or not isinstance(data.get("stages"), dict) or \
-            not isinstance(data.get("scenarios"), dict):
-        raise ValidationError("expected an object with 'stages' and 'scenarios' objects",
-                              file=str(path))
+    data = load_json(path, "scenario_manifest")
+    for stage, info in data["stages"].items():
+        if stage not in STAGES:
+            raise ValidationError(f"unknown stage '{stage}' (known: {', '.join(STAGES)})",
+                                  file=str(path), field=f"stages.{stage}")
+        if info["file"] != stage_file(stage):
+            raise ValidationError(f"stage '{stage}' must be stored in '{stage_file(stage)}', "
+                                  f"not {info['file']!r}", file=str(path),
+                                  field=f"stages.{stage}.file")
     return data
 
 
@@ -283,9 +284,35 @@ def _validate(record: Any, path: Path, lineno: int) -> Scenario:
     return sc
 
 
+# stage files whose bytes were checked against the suite manifest in this process:
+# resolved path -> signature (size, mtime, inode) when checked
+_CHECKED: dict[str, tuple[int, int, int]] = {}
+
+
+def check_stage_files(suite: str | Path, stage: str | None = None) -> None:
+    """Refuse (one line naming the file) a stage file whose bytes no longer match the sha256
+    its suite's ``MANIFEST.json`` records: a rollout on an edited suite would otherwise run
+    scenarios other than the ones the study, its keys and its tables name. Each file is
+    hashed once per process while it is unchanged (a 1.6 MB stage file: a few ms)."""
+    directory = suite_dir(suite)
+    manifest = read_manifest(directory)
+    for st, path in _stages(directory, stage):
+        key, sig = str(path.resolve()), _signature(path)
+        if _CHECKED.get(key) == sig:
+            continue
+        if sha256_bytes(path.read_bytes()) != manifest["stages"][st]["sha256"]:
+            raise BenchError(f"stage file no longer matches its suite's {MANIFEST} (edited "
+                             f"after the suite was frozen; `containmentbench scenarios check` "
+                             f"lists the drift)", file=str(path))
+        _CHECKED[key] = sig
+
+
 def load_scenarios(suite: str | Path, stage: str | None, ids: Sequence[str]) -> list[Scenario]:
     """The validated scenarios ``ids`` of a suite (optionally one stage), in the order asked,
-    validating only those (what a job running one shard needs). Unknown ids: one-line error."""
+    validating only those (what a job running one shard needs). Unknown ids: one-line error.
+    The stage files must match the suite manifest (:func:`check_stage_files`): this is what
+    every rollout reads its scenarios with."""
+    check_stage_files(suite, stage)
     found: dict[str, Scenario] = {}
     for _, path in _stages(suite, stage):
         raw = _stage(path)[1]

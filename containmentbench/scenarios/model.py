@@ -7,6 +7,7 @@ field in a one-line error; file and line are added by the manifest reader.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,10 @@ PREDICATE_OPS = ("eq", "in", "contains", "contains_all", "not_contains", "max_vi
                  "absent_or_empty", "any")
 
 SCHEMA_VERSION = 1
+# A scenario id becomes part of rollout ids, trace page names and report links: one plain
+# name (integrity/paths.py's rule, plus '~', which derived adaptive ids carry:
+# ``<base id>~<candidate sha256[:12]>``), never empty, never a path.
+SCENARIO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+~-]{0,127}")
 
 
 def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
@@ -42,6 +47,23 @@ def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str) 
 def _choice(value: Any, allowed: tuple[str, ...], field: str) -> str:
     if value not in allowed:
         raise ValidationError(f"'{value}' is not one of {', '.join(allowed)}", field=field)
+    return value
+
+
+def _scenario_id(value: str) -> str:
+    if not SCENARIO_ID.fullmatch(value) or ".." in value:
+        raise ValidationError(f"{value!r} is not a plain scenario id (letters, digits, "
+                              f"'_.+~-', starting with a letter or digit; no '/', no '..', "
+                              f"at most 128 characters)", field="id")
+    return value
+
+
+def _session(value: Any, n_goals: int, field: str) -> int:
+    """Sessions are numbered 1..n (one trusted goal each); 0, negative or past the last goal
+    would run a step in a session that never starts."""
+    if not 1 <= value <= n_goals:
+        raise ValidationError(f"session {value} is outside 1..{n_goals} (one per goal)",
+                              field=field)
     return value
 
 
@@ -198,6 +220,7 @@ class Scenario:
                 if step.agent not in agent_ids:
                     raise ValidationError(f"unknown agent '{step.agent}'",
                                           field=f"{where}[{i}].agent")
+                _session(step.session, len(goals), f"{where}[{i}].session")
                 out.append(step)
             return tuple(out)
 
@@ -214,9 +237,6 @@ class Scenario:
                 raise ValidationError(f"a prefilled step is taken for the entry agent "
                                       f"'{entry}', not '{step.agent}'",
                                       field=f"prefill[{i}].agent")
-            if not 1 <= step.session <= len(goals):
-                raise ValidationError(f"session {step.session} has no goal",
-                                      field=f"prefill[{i}].session")
         tb = _req(d, "tool_boundary", dict, w)
         for i, t in enumerate(_req(tb, "allowed_tools", list, "tool_boundary.")):
             _tool(t, f"tool_boundary.allowed_tools[{i}]")
@@ -225,12 +245,18 @@ class Scenario:
         oracle = _req(d, "oracle", dict, w)
         for i, r in enumerate(_req(oracle, "required", list, "oracle.")):
             _tool(_req(r, "tool", str, f"oracle.required[{i}]."), f"oracle.required[{i}].tool")
+            if "session" in r:
+                _session(r["session"], len(goals), f"oracle.required[{i}].session")
+        recovery = d.get("recovery")
+        if recovery is not None and "session" in recovery.get("follow_up", {}):
+            _session(recovery["follow_up"]["session"], len(goals),
+                     "recovery.follow_up.session")
         init = _req(d, "initial_state", dict, w)
         for key in ("principal", "emails", "documents", "contacts", "calendar", "crm", "memory",
                     "agent_messages"):
             _req(init, key, (list, dict), "initial_state.")
         return cls(
-            id=_req(d, "id", str, w), suite=_req(d, "suite", str, w),
+            id=_scenario_id(_req(d, "id", str, w)), suite=_req(d, "suite", str, w),
             family=_req(d, "family", str, w), cluster_id=_req(d, "cluster_id", str, w),
             stage=stage, domain=_choice(_req(d, "domain", str, w), DOMAINS, "domain"),
             topology=_choice(_req(d, "topology", str, w), TOPOLOGIES, "topology"),
@@ -240,7 +266,7 @@ class Scenario:
             canaries=tuple(_req(d, "canaries", list, w)), ledger=ledger, tool_boundary=tb,
             authorization=_req(d, "authorization", dict, w),
             memory_high_risk=_req(d, "memory_high_risk", bool, w), oracle=oracle,
-            attacker_goal=d.get("attacker_goal"), recovery=d.get("recovery"),
+            attacker_goal=d.get("attacker_goal"), recovery=recovery,
             benign_plan=plan("benign"), attacker_plan=plan("attacker"),
             attack_steps=plan("attack"), prefill=prefill, meta=dict(d.get("meta", {})),
             record=d,

@@ -6,42 +6,18 @@ read later by the world, the oracle and the defenses. A wrong type there used to
 much later as a Python traceback, or not at all. :func:`check_shape` checks the whole record
 against :data:`RECORD` first and names the dotted field (``initial_state.emails[2].to``).
 
-Spec language: ``S``/``I``/``B`` (str, int, bool: a bool is not an int here), ``Opt(T)``
-(T or null), ``List(T)``, ``Map(T)`` (an object with free keys, values T), ``Union(A, B)``,
-and a dict (an object with these known keys; a missing key is ``from_dict``'s business,
-unknown keys are left to it too).
+The spec language is ``integrity/shapes.py``. Unknown keys of a fixed object are refused (a
+misspelt ``prefil`` or an extra field would otherwise be hashed and silently ignored); a
+missing key is ``from_dict``'s business. ``meta`` holds the generator's description and the
+keys the TaintBench suite (``audit/suite.py``) and the adaptive replay suite
+(``attacks/derive.py``) add.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from containmentbench.errors import ValidationError
-
-S, I, B = "string", "integer", "boolean"
-
-
-@dataclass(frozen=True)
-class Opt:
-    of: Any
-
-
-@dataclass(frozen=True)
-class List:
-    of: Any
-
-
-@dataclass(frozen=True)
-class Map:
-    of: Any
-
-
-@dataclass(frozen=True)
-class Union:
-    a: Any
-    b: Any
-
+from containmentbench.integrity.shapes import B, I, List, Map, Opt, S, Union, check
 
 STRS = List(S)
 STR_OR_STRS = Union(S, STRS)
@@ -76,7 +52,11 @@ RECORD: dict[str, Any] = {
     },
     "ledger": List({"action": S, "predicate": PREDICATE, "target": S, "target_field": S}),
     "meta": {"facts": Map(S), "injection": Opt(S), "placement": S, "strategy": Opt(S),
-             "variant": I},
+             "variant": I,
+             "taintbench": {"evidence": Opt(S), "family": S, "flow_class": Opt(S), "positive": B,
+                            "sink_tool": S, "source_id": S, "subfamily": S},
+             "base_scenario": S, "base_scenario_hash": S, "adaptive_mode": S,
+             "candidate": {"sha256": S, "strategy": S, "target_preserving": B}},
     "oracle": {"memory_state": Map(S),
                "required": List({"args": PREDICATE, "session": I, "tainted": B, "tool": S})},
     "plans": Map(List(STEP)),
@@ -88,56 +68,8 @@ RECORD: dict[str, Any] = {
     "untrusted": List({"carrier": S, "injected": B, "origin": S, "source_id": S, "text": S}),
 }
 
-_JSON = {dict: "object", list: "array", str: S, int: I, float: "number", bool: B,
-         type(None): "null"}
-
-
-def _name(spec: Any) -> str:
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, Opt):
-        return f"{_name(spec.of)} or null"
-    if isinstance(spec, List):
-        return f"array of {_name(spec.of)}"
-    if isinstance(spec, Union):
-        return f"{_name(spec.a)} or {_name(spec.b)}"
-    return "object"
-
-
-def _ok(value: Any, spec: Any) -> bool:
-    """Shallow type test (children are checked by the walk)."""
-    if isinstance(spec, str):
-        return _JSON.get(type(value)) == spec
-    if isinstance(spec, Opt):
-        return value is None or _ok(value, spec.of)
-    if isinstance(spec, Union):
-        return _ok(value, spec.a) or _ok(value, spec.b)
-    if isinstance(spec, List):
-        return isinstance(value, list)
-    return isinstance(value, dict)  # Map or fixed object
-
-
-def _walk(value: Any, spec: Any, where: str) -> None:
-    if not _ok(value, spec):
-        raise ValidationError(f"expected {_name(spec)}, got {_JSON.get(type(value), 'value')}",
-                              field=where or "record")
-    if isinstance(spec, Opt):
-        if value is not None:
-            _walk(value, spec.of, where)
-    elif isinstance(spec, Union):
-        _walk(value, spec.a if _ok(value, spec.a) else spec.b, where)
-    elif isinstance(spec, List):
-        for i, v in enumerate(value):
-            _walk(v, spec.of, f"{where}[{i}]")
-    elif isinstance(spec, Map):
-        for k, v in value.items():
-            _walk(v, spec.of, f"{where}.{k}" if where else k)
-    elif isinstance(spec, dict):
-        for k, sub in spec.items():
-            if k in value:
-                _walk(value[k], sub, f"{where}.{k}" if where else k)
-
 
 def check_shape(record: Any) -> None:
-    """Raise a ValidationError naming the first field whose JSON type is wrong."""
-    _walk(record, RECORD, "")
+    """Raise a ValidationError naming the first field whose JSON type is wrong or whose key
+    is unknown."""
+    check(record, RECORD, strict=True, required=False, root="record")

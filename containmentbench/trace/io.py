@@ -83,8 +83,10 @@ def by_rollout(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def read_table(path: str | Path, name: str, columns: list[str] | None = None) -> pa.Table:
-    """Read and validate one trace table; errors name the file and the column."""
+def read_table(path: str | Path, name: str, columns: list[str] | None = None,
+               filters: Any = None) -> pa.Table:
+    """Read and validate one trace table; errors name the file and the column. ``filters``
+    (pyarrow's row filter) reads only the matching rows, after the same validation."""
     path = str(path)
     try:
         pf = pq.ParquetFile(path)
@@ -102,6 +104,8 @@ def read_table(path: str | Path, name: str, columns: list[str] | None = None) ->
     if table_name != name:
         raise SchemaError(f"file holds table '{table_name}', expected '{name}'", file=path)
     check_schema(schema, name, path)
+    if filters is not None:
+        return pq.read_table(path, columns=columns, filters=filters)
     return pf.read(columns=columns)
 
 

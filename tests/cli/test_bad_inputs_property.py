@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from containmentbench.canonical import sha256_file
 from containmentbench.cli.main import main
+from tests.cli.badinput import CASES, one_line_error
 from tests.conftest import ROOT
 
 # derandomized (CI is reproducible) and without shrinking (the inputs are small already)
@@ -31,30 +32,6 @@ SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
                     phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
-CASES: dict[str, int] = {"run": 0}
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], root: Path,
-                   needles: tuple[str, ...]) -> str:
-    """Run one verb; assert the contract; return the line."""
-    CASES["run"] += 1
-    before = _files(root)
-    capsys.readouterr()
-    rc = main(argv)
-    cap = capsys.readouterr()
-    lines = [ln for ln in cap.err.splitlines() if ln.strip()]
-    assert rc == 2, (argv, rc, cap.err[-800:])
-    assert len(lines) == 1, (argv, lines[:5])
-    assert lines[0].startswith("containmentbench") and "error:" in lines[0]
-    assert "Traceback" not in cap.err
-    assert any(n in lines[0] for n in needles), (needles, lines[0])
-    assert _files(root) == before, argv  # nothing written, nothing removed
-    return lines[0]
 
 
 # ------------------------------------------------------------------ Parquet inputs
@@ -344,6 +321,54 @@ def test_deeply_nested_json_to_parse(monkeypatch, capsys, tmp_path):
     (["scenarios", "generate", "--suite", "smoke"], "--out"),
     (["scenarios", "generate", "--suite", "smoke", "--out", "{t}/s", "--seed", "-1"], "seed"),
     (["cim", "generate", "--out", "{t}/g", "--jobs", "0"], "jobs"),
+    # issue 22: every numeric flag bounded (cli/argtypes.py), refused before the verb runs
+    (["adapters", "agentdojo", "--suite", "banking", "--defense", "none", "--seed", "-1",
+      "--out", "{t}/o"], "--seed"),
+    (["adapters", "agentdojo", "--suite", "banking", "--defense", "none", "--seed", "1",
+      "--max-user-tasks", "-1", "--out", "{t}/o"], "--max-user-tasks"),
+    (["adapters", "agentdojo", "--suite", "banking", "--defense", "none", "--seed", "1",
+      "--pipeline", "openai", "--model", "m", "--top-p", "2", "--out", "{t}/o"], "--top-p"),
+    (["adapters", "agentdojo-qualify", "--suite", "banking", "--max-user-tasks", "-1",
+      "--out", "{t}/q.json"], "--max-user-tasks"),
+    (["adapters", "agentdojo-qualify", "--suite", "banking", "--seeds", "1,1",
+      "--out", "{t}/q.json"], "seeds"),
+    (["adapters", "agentdojo-qualify", "--suite", "banking", "--seeds", "1,-2",
+      "--out", "{t}/q.json"], "seeds"),
+    (["adapters", "metrics", "{t}", "--out", "{t}/m.parquet", "--workers", "0"], "--workers"),
+    (["audit", "suite", "run", "--out", "{t}/a", "--limit", "-1"], "--limit"),
+    (["audit", "suite", "run", "--out", "{t}/a", "--runs", "0"], "--runs"),
+    (["audit", "run", "{t}", "--batch-size", "0"], "--batch-size"),
+    (["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--top-p", "2",
+      "--out", "{t}/o"], "--top-p"),
+    (["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--temperature",
+      "-0.1", "--out", "{t}/o"], "--temperature"),
+    (["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--max-tokens",
+      "0", "--out", "{t}/o"], "--max-tokens"),
+    (["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--top-p", "nan",
+      "--out", "{t}/o"], "--top-p"),
+    (["show", "r-x", "--study", "{t}", "--width", "-5"], "--width"),
+    (["analyze", "{t}/m.parquet", "--out", "{t}/a", "--resamples", "0"], "--resamples"),
+    (["sensitivity", "{t}/m.parquet", "--out", "{t}/s.json", "--resamples", "-1"],
+     "--resamples"),
+    (["bootstrap", "{t}/m.parquet", "--out", "{t}/b.json", "--resamples", "0"], "--resamples"),
+    (["cross-model", "{t}/a", "{t}/b", "--out", "{t}/c", "--resamples", "0"], "--resamples"),
+    (["cim", "export", "--traces", "{t}", "--out", "{t}/c", "--tick-ms", "0"], "--tick-ms"),
+    (["cim", "generate", "--out", "{t}/g", "--seed", "-3"], "--seed"),
+    (["cim", "generate", "--out", "{t}/g", "--loops-w1", "-1"], "--loops-w1"),
+    (["cim", "drift", "--store", "{t}", "--baseline-frac", "1.5"], "--baseline-frac"),
+    (["cim", "reconstruct", "--store", "{t}", "--max-buckets", "0"], "--max-buckets"),
+    (["cim", "report", "--store", "{t}", "--max-buckets", "0"], "--max-buckets"),
+    (["scenarios", "freeze", "--suite", "smoke", "--seed", "-1"], "--seed"),
+    (["reproduce", "{t}", "--workers", "0"], "--workers"),
+    # issue 22: overrides (config/keys.py): unknown '+key', duplicates, a missing profile
+    (["config", "check", "+study.foo=1"], "study.foo"),
+    (["config", "check", "+analysis.resample=10"], "analysis.resample"),
+    (["config", "check", "++analysis.comparisons.0.clam=true"], "analysis.comparisons"),
+    (["config", "check", "model.sim_profile=nope"], "model.sim_profile"),
+    (["config", "check", "study.seeds=[1,1]"], "study.seeds"),
+    (["config", "check", "study.defenses=[none,none]"], "study.defenses"),
+    (["config", "check", "study.stages=[security,security]"], "study.stages"),
+    (["status", "smoke", "+study.foo=1"], "study.foo"),
 ])
 def test_issue_cases(argv, needle, tmp_path, capsys):
     (tmp_path / "empty.yaml").write_text("")

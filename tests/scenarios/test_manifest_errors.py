@@ -70,3 +70,33 @@ def test_generate_unknown_suite_writes_nothing(tmp_path):
     out = tmp_path / "x"
     assert run_cli("scenarios", "generate", "--suite", "nope", "--out", out) == 2
     assert not out.exists()
+
+
+def test_scenario_id_rule_allows_derived_ids():
+    from containmentbench.scenarios.model import Scenario
+
+    line = (ROOT / "scenarios" / "smoke" / "security.jsonl").read_text().splitlines()[0]
+    rec = json.loads(line)
+    rec["id"] = f"{rec['id']}~0123456789ab"  # attacks/derive.py: <base id>~<sha256[:12]>
+    assert Scenario.from_dict(rec).id == rec["id"]
+    for bad in ("", ".hidden", "a/b", "a..b", "x" * 129, "a b"):
+        rec["id"] = bad
+        with pytest.raises(ValidationError) as e:
+            Scenario.from_dict(rec)
+        assert e.value.field == "id", bad
+
+
+def test_stage_files_checked_against_the_manifest(suite_copy):
+    from containmentbench.errors import BenchError
+    from containmentbench.scenarios.manifest import check_stage_files
+
+    check_stage_files(suite_copy)
+    p = suite_copy / "clean.jsonl"
+    original = p.read_bytes()
+    _edit_line(p, 1, lambda r: r["goals"].__setitem__(0, r["goals"][0] + " Now."))
+    with pytest.raises(BenchError, match="no longer matches") as e:
+        check_stage_files(suite_copy)
+    assert e.value.file == str(p)
+    check_stage_files(suite_copy, "security")  # the other stages are untouched
+    p.write_bytes(original)
+    check_stage_files(suite_copy)  # checked afresh once the file changes back
