@@ -58,8 +58,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
     t0 = time.perf_counter()
     out = Path(out)
-    frozen.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
     df = read_frame(metrics_path)
+    frozen.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)

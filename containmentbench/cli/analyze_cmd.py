@@ -94,8 +94,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             load_json(part, "analysis_part")
     summary = None
     if args.reparse is not None:
+        summary = load_json(args.reparse, "reparse_summary")  # its shape, then its bytes
         frozen.trusted(args.reparse)
-        summary = load_json(args.reparse, "reparse_summary")
     with writer.forcing(args.force):
         info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \

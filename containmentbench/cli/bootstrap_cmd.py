@@ -28,8 +28,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = analysis_config(args)
     writer.check_file(args.out, "bootstrap", args.force)  # before any work
-    frozen.trusted(args.metrics)
     df = read_frame(args.metrics)
+    frozen.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
     part = bootstrap_part(df, cfg, Context(df).defenses)
     with writer.forcing(args.force):
         write_part("bootstrap", part, args.metrics, cfg, args.out)

@@ -27,8 +27,8 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = analysis_config(args)
     writer.check_file(args.out, "sensitivity", args.force)  # before any work
-    frozen.trusted(args.metrics)
     df = read_frame(args.metrics)
+    frozen.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
     with writer.forcing(args.force):
         write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
