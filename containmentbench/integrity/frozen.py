@@ -140,6 +140,16 @@ def guard(path: Path, force: bool) -> None:
                          file=str(path), field="out")
 
 
+def listed_under(root: Path, folder: Path) -> dict[str, str]:
+    """The manifest's entries below ``folder`` (paths relative to the folder -> sha256)."""
+    man = manifest_of(root)
+    if man is None:
+        return {}
+    prefix = _rel(root, folder) + "/"
+    return {rel[len(prefix):]: digest for rel, digest in man[0]["files"].items()
+            if rel.startswith(prefix)}
+
+
 def journal_entry(root: Path, path: Path, kind: str, old: str | None, new: str | None) -> bytes:
     from containmentbench.integrity.keys import load_key, mac
 

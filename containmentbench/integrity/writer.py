@@ -774,7 +774,12 @@ def _tree_digests(d: Path) -> dict[str, str]:
 
 
 def _journal_tree(root: Path, out: Path, kind: str, old: dict[str, str] | None) -> None:
+    """Journal a folder output put in place in a frozen study. A folder that was gone before
+    (a workflow removes a directory output before rebuilding it) replaces what the manifest
+    listed under it: files it no longer holds are journalled as removed by this verb."""
     new = _tree_digests(out)
+    if old is None:
+        old = frozen.listed_under(root, out)
     for rel in sorted(set(new) | set(old or {})):
         _journal(root, out / rel, kind, (old or {}).get(rel), new.get(rel))
 
