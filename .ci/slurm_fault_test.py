@@ -54,7 +54,8 @@ def rollout_jobs_in_log(text: str) -> set[str]:
     out = set()
     for block in re.split(r"\n(?=\[|rule |localrule )", text):
         if re.search(r"^(local)?rule rollout:", block, re.M):
-            m = re.search(r"output: \S*/jobs/(\S+)\.done", block)
+            # a job redone after a repair asks for its next marker (<job>.redo-<n>.done)
+            m = re.search(r"output: \S*/jobs/(\S+?)(?:\.redo-\d+)?\.done", block)
             if m:
                 out.add(m.group(1))
     return out
