@@ -65,10 +65,16 @@ def test_q3_externalization_with_causal_ancestry(hand_store):
     assert row["event_id"] == "c2" and row["delegation_id"] == "dC" and row["executed"]
     # span chain c1 <- c0 <- b2 <- b1 <- b0, crossing dC -> dB inside trace TB
     assert row["ancestor_event_ids"] == ["c1", "c0", "b2", "b1", "b0"]
-    assert row["ancestor_reads"] == ["msg-1", "file-9"]
+    assert row["trace_reads"] == ["msg-1", "file-9"]
+    # lineage crosses into dA, whose runtime trace TA never reaches TB: dA's reads before
+    # it minted dB (t=4) and dB's before it minted dC (t=7); dC's own read first
+    assert row["lineage_reads"] == ["msg-1", "file-9", "doc-1", "crm-1"]
+    assert row["ancestor_reads"] == ["msg-1", "file-9", "doc-1", "crm-1"]
+    assert row["upstream_delegations"] == ["dA", "dB", "dC"]
     assert row["max_ancestor_sensitivity"] == "restricted"
     d = externalization(Store(hand_store), "dD").table.row(0, named=True)
     assert d["event_id"] == "d2" and d["ancestor_event_ids"] == ["d1", "d0"]
+    assert d["ancestor_read_events"] == ["d1", "d4"]  # d4 has no trace: lineage finds it
     none = externalization(Store(hand_store), "dE")
     assert none.table.height == 0 and none.info["externalized"] is False
 
