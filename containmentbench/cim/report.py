@@ -53,32 +53,62 @@ def _md(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(out)
 
 
+# Paper 002 Table 5 (Amb median (p95)) and the §7.3 text figures (R2 recall, R3 Comp).
+PAPER_AMB: dict[tuple[str, str], tuple[float, float]] = {
+    ("W1", "B0"): (1, 2), ("W1", "B1"): (169, 314), ("W1", "B2"): (1543, 1543),
+    ("W2", "B0"): (1, 1), ("W2", "B1"): (10856, 12379), ("W2", "B2"): (107718, 107718),
+    ("W3", "B0"): (1, 2), ("W3", "B1"): (130, 236), ("W3", "B2"): (1107, 1107)}
+PAPER_TEXT: dict[tuple[str, str], str] = {
+    ("W1", "B0"): "Rec p05 0.03 (R2)", ("W3", "B0"): "Rec p05 0.03 (R2)",
+    ("W1", "B2"): "Rec median 1, p05 0.79 (R2)", ("W2", "B2"): "Rec median 1 (R2)",
+    ("W3", "B2"): "Rec median 1 (R2)",
+    ("W2", "B1"): "R1 gives 10,856 to B0, Table 5 to B1"}
+PAPER_COMP = {"W1": "35 (43)", "W2": "1 (1)", "W3": "55 (64)"}
+FLAG_RATIO = 2.0  # issue 25: cells more than 2x from the paper are flagged
+
+
+def _pow10(x: float) -> str:
+    return _amb(10 ** x) if x < 12 else f"1e{x:.0f}"
+
+
 def table5(summary: pl.DataFrame) -> str:
-    methods = ["B0", "B1", "B2", "CIM", "CIM-closure"]
-    blocks = []
-    for title, a, b, fmt in (("Ambiguity Amb, median (p95)", "amb_median", "amb_p95", _amb),
-                             ("Delegation recall Rec, median (p05)", "rec_median", "rec_p05",
-                              lambda x: f"{x:.2f}")):
-        rows = []
-        for wf in summary["workflow"].unique().sort().to_list():
-            row: list[Any] = [wf]
-            for m in methods:
-                r = summary.filter((pl.col("workflow") == wf) & (pl.col("method") == m))
-                row.append(f"{fmt(r[a][0])} ({fmt(r[b][0])})" if r.height else "-")
-            rows.append(row)
-        blocks.append(f"**{title}**\n\n" + _md(["Workflow", *methods], rows))
+    """Ours beside the paper per workflow and baseline; a cell is flagged when our Amb
+    median is more than 2x from the paper's (either way)."""
+    rows = []
+    for r in summary.sort("workflow", "method").iter_rows(named=True):
+        key = (r["workflow"], r["method"])
+        paper = PAPER_AMB.get(key)
+        ours = f"{_pow10(r['log10_amb_median'])} ({_pow10(r['log10_amb_p95'])})"
+        ratio = flag = "-"
+        if paper is not None:
+            k = 10 ** min(r["log10_amb_median"], 300.0) / paper[0]
+            ratio = f"{k:.3g}x" if r["log10_amb_median"] < 300 else ">1e300x"
+            flag = "ok" if 1 / FLAG_RATIO <= k <= FLAG_RATIO else "DIFFERS >2x"
+        delta = f"{r['delta_s']:.0f}" if r["delta_s"] is not None else "-"
+        rows.append([r["workflow"], r["method"], delta,
+                     f"{_amb(paper[0])} ({_amb(paper[1])})" if paper else "-", ours, ratio,
+                     flag, f"{r['cand_median']:.0f} ({r['cand_p95']:.0f})",
+                     f"1e{r['log10_amb_run_median']:.1f}",
+                     f"{r['rec_median']:.2f} ({r['rec_p05']:.2f})",
+                     f"{r['prec_median']:.2f} ({r['prec_p05']:.2f})",
+                     f"{r['delegations_per_run']:.0f}", PAPER_TEXT.get(key, "")])
+    head = ["Workflow", "Method", "Delta s", "Paper Amb med (p95)", "Ours Amb(d) med (p95)",
+            "ours/paper", "flag", "|D(Ê(d))| med (p95)", "Amb(E) per run (median)",
+            "Rec med (p05)", "Prec med (p05)", "delegations/run", "paper text"]
+    blocks = ["**Table 5, ours beside the paper.** Amb(d) = groupings of d's events consistent "
+              "with the method's units (product over units of the delegations in them); "
+              "|D(Ê(d))| = delegations sharing d's main unit; Amb(E) = groupings of a whole "
+              "run. Flag: our Amb(d) median more than 2x from the paper's.\n\n"
+              + _md(head, rows)]
     rows = []
     cim = summary.filter(pl.col("method") == "CIM").sort("workflow")
     for r in cim.iter_rows(named=True):
         rows.append([r["workflow"], f"{r['comp_median']:.0f} ({r['comp_p95']:.0f})",
-                     f"{r['comp_gt1']:.2f}", r["n_delegations"]])
+                     PAPER_COMP.get(r["workflow"], "-"), f"{r['comp_gt1']:.2f}",
+                     r["n_delegations"]])
     blocks.append("**Authority–causality divergence Comp(d), median (p95)**\n\n" + _md(
-        ["Workflow", "Comp(d)", "share Comp(d)>1", "delegations"], rows))
-    deltas = summary.filter(pl.col("delta_s").is_not_null()).sort("workflow", "method")
-    rows = [[r["workflow"], r["method"], f"{r['delta_s']:.0f} s"]
-            for r in deltas.iter_rows(named=True)]
-    blocks.append("Best Delta per workflow (highest mean f1 of the reconstructed unit):\n\n"
-                  + _md(["Workflow", "Method", "Delta"], rows))
+        ["Workflow", "Comp(d) ours", "Comp(d) paper (R3)", "share Comp(d)>1", "delegations"],
+        rows))
     return "\n\n".join(blocks)
 
 

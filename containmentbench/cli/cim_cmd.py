@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--jobs", type=int, default=1, help="worker processes")
     g.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     g.add_argument("--quiet", action="store_true")
-    from containmentbench.cim.generator import GenParams
+    from containmentbench.cim.catalog import GenParams
 
     for f in dataclasses.fields(GenParams):
         default = f.default
