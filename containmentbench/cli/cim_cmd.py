@@ -108,10 +108,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="store folder (new or empty, or an earlier store with --force)")
     e.add_argument("--force", action="store_true", help="replace an earlier, different store "
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
-    e.add_argument("--format", default="parquet", help="parquet, otel or parquet,otel")
+    e.add_argument("--format", default="parquet",
+                   help="comma-separated: parquet, otel (OTLP/JSON traces and decision logs), "
+                   "otel-proto (the same as OTLP protobuf; needs the 'otel' extra)")
+    e.add_argument("--otel-max-mb", type=float, default=4.0,
+                   help="most MiB of OTLP/JSON per file (files are cut into batches)")
     e.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     e.add_argument("--tick-ms", type=int, default=1000, help="milliseconds per logical tick")
     e.set_defaults(func=cmd_export)
+
+    i = csub.add_parser("import", help="OTLP/JSON traces (from `cim export`) -> CIM store",
+                        description="Read every traces-*.json of an OTLP folder back into CIM "
+                        "rows and write a store; a malformed file is named with its field.")
+    i.add_argument("--otlp", type=Path, required=True, help="folder of traces-*.json")
+    i.add_argument("--out", type=Path, required=True, help="new store folder")
+    i.set_defaults(func=cmd_import)
 
     g = csub.add_parser("generate", help="seeded synthetic W1-W3 telemetry (Table 4)",
                         description="Stream seeded synthetic delegation telemetry (§7.1, Table "
@@ -189,19 +200,47 @@ def cmd_export(args: argparse.Namespace) -> int:
     from containmentbench.cim.export import export_traces
 
     formats = {f.strip() for f in args.format.split(",") if f.strip()}
-    if not formats or formats - {"parquet", "otel"}:
-        raise BenchError(f"unknown format in '{args.format}' (parquet, otel)", field="format")
+    if not formats or formats - {"parquet", "otel", "otel-proto"}:
+        raise BenchError(f"unknown format in '{args.format}' (parquet, otel, otel-proto)",
+                         field="format")
+    if not 0.01 <= args.otel_max_mb <= 1024:
+        raise BenchError("must lie in [0.01, 1024]", field="otel-max-mb")
+    if "otel-proto" in formats:
+        from containmentbench.cim.otel import to_protobuf
+
+        to_protobuf({"resourceSpans": []})  # the extra is missing: say so before any work
     if args.tick_ms < 1:
         raise BenchError("tick must be >= 1 ms", field="tick-ms")
     if not args.traces.is_dir():
         raise BenchError("no such folder", file=str(args.traces))
     s = export_traces(args.traces, args.out, parquet="parquet" in formats,
-                      otel="otel" in formats, chain=args.chain, tick_us=args.tick_ms * 1000,
-                      force=args.force)
+                      otel=bool(formats & {"otel", "otel-proto"}), chain=args.chain,
+                      tick_us=args.tick_ms * 1000, force=args.force,
+                      otel_proto="otel-proto" in formats,
+                      otel_max_bytes=int(args.otel_max_mb * (1 << 20)))
     print(f"wrote {s.out}: {s.n_cim_events} CIM events from {s.n_trace_events} trace events, "
           f"{s.n_delegations} delegations, {s.n_unbound} unbound (kept); "
           f"{s.parquet_bytes / max(s.n_cim_events, 1):.1f} bytes/event Parquet"
-          + (f", OTLP/JSON {s.otel_bytes:,} bytes" if s.otel_bytes else ""))
+          + (f", OTLP/JSON {s.otel_bytes:,} bytes in {s.otel_spans:,} spans "
+             f"({s.otel_bytes / max(s.n_cim_events, 1):.0f} bytes/event)"
+             if s.otel_bytes else ""))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from containmentbench.cim.otel import read_otlp
+    from containmentbench.cim.schema import validate
+    from containmentbench.cim.store import write_store
+    from containmentbench.integrity import writer
+
+    if not args.otlp.is_dir():
+        raise BenchError("no such folder", file=str(args.otlp))
+    writer.check_out(args.out, "cim-store")  # a foreign --out is refused before any work
+    table = read_otlp(args.otlp)  # malformed input: one line naming file and field
+    validate(table, str(args.otlp))
+    write_store(args.out, table, workflow="otlp", manifest={"producer": "cim import",
+                                                             "source": str(args.otlp)})
+    print(f"wrote {args.out}: {table.num_rows} CIM events from OTLP spans in {args.otlp}")
     return 0
 
 
