@@ -127,3 +127,12 @@ def test_unknown_delegation_is_bench_error(hand_store):
     with pytest.raises(BenchError) as e:
         blast_radius(Store(hand_store), "nope")
     assert e.value.field == "delegation"
+
+
+def test_divergence_predicate_ii_no_ancestor_link_to_issuance(hand_store):
+    # (ii) counts events of d whose span chain never reaches issue(d)'s span:
+    # dE: e2 is in TA under a2 (dA's span), e3 descends e1 -> e0 = issue(dE): only e2;
+    # dD: d4 and the approval d3 have no span at all; d1, d2 descend from d0
+    r = divergence(Store(hand_store)).table
+    nd = dict(zip(r["delegation_id"], r["n_not_descended"]))
+    assert nd == {"dA": 0, "dB": 0, "dC": 0, "dD": 2, "dE": 1}
