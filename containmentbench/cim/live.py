@@ -128,15 +128,21 @@ def tap(episode: Any, emitter: LiveEmitter) -> None:
                                                             episode.spec.backend))
     names = EVENTS.names
 
+    def emit(seq: int) -> None:
+        fields = rec.events[seq]
+        ev = {n: fields.get(n) for n in names}
+        ev["rollout_id"], ev["event_id"] = rid, f"{rid}:{seq}"
+        emitter.observe(ev)
+
     class _Tapped(Recorder):
         __slots__ = ()
 
         def add(self, kind: str, **kw: Any) -> int:
             seq = Recorder.add(self, kind, **kw)
-            fields = self.events[seq]
-            ev = {n: fields.get(n) for n in names}
-            ev["rollout_id"], ev["event_id"] = rid, f"{rid}:{seq}"
-            emitter.observe(ev)
+            emit(seq)
             return seq
 
+    # the episode already minted its entry agent while it was built: emit those now
+    for seq in range(len(rec.events)):
+        emit(seq)
     rec.__class__ = _Tapped
