@@ -5,8 +5,10 @@
   at their best Delta). Generated stores also record the Table 4 parameter values.
 * Table 6: bytes/event of the baseline vs CIM field sets (Parquet as stored, compact JSON as
   in the paper) and, with ``latency``, the gateway's added time per call (overhead.py).
-* Table 7: operations per query class in each baseline plan vs the CIM plan, counted from
-  the plan objects of plans.py, and the polars logical-plan nodes they build.
+* The six-query suite of §7.4 / App. E (Table 9; suite.py): per query, baseline and CIM
+  step counts from the plans that run, their median runtimes on this store, and the paper's
+  Table 7 range for the query's class; its medians give Table 6's query-runtime row.
+* Table 7: steps per query class, ranges over the suite's plans, beside the paper's.
 * The §5.4 drift detector against the generator's injected drift (when recorded).
 """
 
@@ -19,10 +21,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from containmentbench.cim import suite
 from containmentbench.cim.divergence import divergence
 from containmentbench.cim.drift import drift
 from containmentbench.cim.overhead import bytes_per_event
-from containmentbench.cim.plans import effort
 from containmentbench.cim.reconstruct import DELTAS_S, reconstruct_store, summarize
 from containmentbench.cim.schema import CIM_EVENTS
 from containmentbench.cim.store import Store, partition_of
@@ -123,9 +125,11 @@ def _sample(store: Store, rows: int = 200_000) -> pa.Table:
     return pa.concat_tables(parts).slice(0, rows)
 
 
-def table6(store: Store, latency: bool = True) -> tuple[str, dict[str, Any]]:
+def table6(store: Store, latency: bool = True, runtime: dict[str, Any] | None = None
+           ) -> tuple[str, dict[str, Any]]:
     """Bytes/event measured here; gateway latency as recorded in the store's manifest by
-    the micro-deployment (bench/cim_micro.py), which timed every call of a real run."""
+    the micro-deployment (cim/micro.py), which timed every call of a real run; query
+    runtime from the six-query suite run on this store (suite.py)."""
     b = bytes_per_event(_sample(store))
     rows = [["Bytes/event (Parquet, zstd)", b["parquet_baseline"], b["parquet_cim"],
              f"+{b['parquet_delta']:.1f}", "-"],
@@ -140,30 +144,27 @@ def table6(store: Store, latency: bool = True) -> tuple[str, dict[str, Any]]:
                   f"+{lat['gateway_p50_us']:.2f}", "+10 us"],
                  ["Gateway latency p95 (us)", "-", p95, f"+{p95:.2f}",
                   f"+{PAPER_P95_US:.0f} us ({p95 / PAPER_P95_US:.2f}x)"]]
+    if runtime and runtime.get("baseline_s") and runtime.get("cim_s"):
+        info["query_runtime"] = runtime
+        bs, cs = runtime["baseline_s"] * 1e3, runtime["cim_s"] * 1e3
+        rows.append(["Query runtime, median (ms)", f"{bs:.1f}", f"{cs:.1f}",
+                     f"{cs - bs:+.1f} ({bs / cs:.1f}x)", "comparable"])
     return _md(["Metric", "Baseline", "CIM", "Delta", "Paper"], rows), info
 
 
-def _effort_delegation(store: Store) -> str:
-    side = store.delegations()
-    fam = (side.group_by("root_delegation_id").agg(pl.len().alias("k"),
-                                                   pl.col("n_events").sum().alias("e"))
-           .sort(["k", "e", "root_delegation_id"], descending=[True, True, False])
-           .head(1).collect())
-    return fam["root_delegation_id"][0]
-
-
-def table7(store: Store, delegation_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
-    did = delegation_id or _effort_delegation(store)
-    rows = effort(store, did)
-    by = {(r["query_class"], r["method"]): r for r in rows}
-    out = []
-    for qc in dict.fromkeys(r["query_class"] for r in rows):
-        b, c = by[(qc, "baseline")], by[(qc, "CIM")]
-        out.append([qc.replace("_", " "), b["n_ops"], c["n_ops"], b["polars_nodes"],
-                    c["polars_nodes"]])
-    text = _md(["Query class", "Baseline ops", "CIM ops", "Baseline polars nodes",
-                "CIM polars nodes"], out)
-    return text + f"\n\n(plans built for delegation `{did}`)", rows
+def six_queries(store: Store, delegations: list[str] | None = None, per_workflow: int = 2,
+                repeats: int = 3) -> tuple[str, str, pl.DataFrame]:
+    """The six-query table and Table 7, from the suite's plans run on this store."""
+    res = suite.run(store, delegations, repeats=repeats, per_workflow=per_workflow)
+    n = res["delegation_id"].n_unique()
+    t9 = (_md(suite.TABLE9_HEAD, suite.table9(res))
+          + f"\n\nOps = App. E correlation/normalization operations (joins, lookups, identity, "
+          f"windows, heuristics); steps = every op incl. the question's filters and "
+          f"aggregates. Runtimes: median over {n} delegations of the median of {repeats} "
+          f"runs after a warm-up. The paper's Table 9 body is not in its text: (vi) is "
+          f"reconstructed (docs/cim.md §6).")
+    t7 = _md(suite.TABLE7_HEAD, suite.table7())
+    return t9, t7, res
 
 
 def drift_check(store: Store) -> str | None:
@@ -188,12 +189,12 @@ def drift_check(store: Store) -> str | None:
 
 
 def report(store: Store, *, latency: bool = False, deltas: tuple[float, ...] = DELTAS_S,
-           max_buckets: int | None = 2, effort_delegation: str | None = None
-           ) -> tuple[str, dict[str, Any]]:
+           max_buckets: int | None = 2, suite_delegations: list[str] | None = None,
+           suite_repeats: int = 3) -> tuple[str, dict[str, Any]]:
     per, runs = reconstruct_store(store, deltas, max_buckets)
     summ = summarize(per, ["workflow"])
-    t6, info6 = table6(store, latency)
-    t7, rows7 = table7(store, effort_delegation)
+    t9, t7, res = six_queries(store, suite_delegations, repeats=suite_repeats)
+    t6, info6 = table6(store, latency, suite.runtime_row(res))
     div = divergence(store, files=list(runs["file"]))
     params = store.manifest.get("params")
     parts = [f"# CIM report: {store.root}", ""]
@@ -203,7 +204,7 @@ def report(store: Store, *, latency: bool = False, deltas: tuple[float, ...] = D
                 "loops_w3", "overlap_rate", "spawn_fanout", "spawn_depth", "retry_rate",
                 "coverage", "bypass", "trace_coverage_min", "trace_coverage_max", "seed")
         parts += ["Generator parameters (Table 4): " + ", ".join(
-            f"{k}={params[k]}" for k in keep), ""]
+            f"{k}={params[k]}" for k in keep if k in params), ""]
     ev = int(runs["n_evaluated"].sum())
     parts += [f"Evaluated {ev:,} covered, bound events of {int(runs['n_events'].sum()):,} in "
               f"{runs.height} runs; uncovered {int(runs['n_uncovered'].sum()):,}, unbound "
@@ -214,8 +215,9 @@ def report(store: Store, *, latency: bool = False, deltas: tuple[float, ...] = D
               f" of {div.info['n_components']}; families spanning several traces: "
               f"{div.info['frac_family_comp_gt1']:.2f}.", "",
               "## Table 6 shape: operational overhead", "", t6, "",
+              "## Six-query suite (§7.4, App. E / Table 9)", "", t9, "",
               "## Table 7 shape: query construction effort", "", t7, ""]
     dc = drift_check(store)
     if dc:
         parts += ["## Drift detector (§5.4) against injected drift", "", dc, ""]
-    return "\n".join(parts), {"summary": summ, "runs": runs, "table6": info6, "table7": rows7}
+    return "\n".join(parts), {"summary": summ, "runs": runs, "table6": info6, "suite": res}

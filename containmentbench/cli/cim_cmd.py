@@ -190,9 +190,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "overhead (bytes/event, gateway latency) and query construction effort.")
     t.add_argument("--store", type=Path, required=True, help="CIM store folder")
     t.add_argument("--out", type=Path, default=None, help="write the markdown here too")
-    t.add_argument("--latency", action="store_true", help="measure gateway latency")
+    t.add_argument("--latency", action="store_true",
+                   help="show the gateway latency the micro-deployment recorded")
     t.add_argument("--max-buckets", type=int, default=2, help="runs per workflow to use")
-    t.add_argument("--delegation", default=None, help="delegation for the Table 7 plans")
+    t.add_argument("--delegation", default=None,
+                   help="comma-separated delegations for the six-query suite "
+                   "(default: two roots per workflow)")
+    t.add_argument("--suite-repeats", type=int, default=3,
+                   help="timed runs per suite plan after one warm-up")
     t.set_defaults(func=cmd_report)
 
 
@@ -407,8 +412,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         _own_file(args.out, (".md", ".txt"), "cim-report")
     if args.max_buckets is not None and args.max_buckets < 1:
         raise BenchError("must be >= 1", field="max-buckets")
-    text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
-                     effort_delegation=args.delegation)
+    if args.suite_repeats < 1:
+        raise BenchError("must be >= 1", field="suite-repeats")
+    store = _store(args)
+    chosen = None
+    if args.delegation:
+        chosen = [d.strip() for d in args.delegation.split(",") if d.strip()]
+        for d in chosen:
+            store.delegation(d)  # an unknown id is bad input, before any work
+    text, _ = report(store, latency=args.latency, max_buckets=args.max_buckets,
+                     suite_delegations=chosen, suite_repeats=args.suite_repeats)
     if args.out:
         from containmentbench.integrity import writer
 
