@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from containmentbench.cim.project import PROVIDER, Projector, rows_to_table
+from containmentbench.cim.project import GATEWAY_KINDS, PROVIDER, Projector, rows_to_table
 from containmentbench.errors import BenchError
 
 Sink = Callable[[pa.Table], None]
@@ -113,12 +113,15 @@ class LiveEmitter:
                              field="sink")
 
 
-def tap(episode: Any, emitter: LiveEmitter) -> None:
+def tap(episode: Any, emitter: LiveEmitter,
+        cost: Callable[[str, int], None] | None = None) -> None:
     """Route every event the episode records through ``emitter`` at capture time.
 
     The episode's recorder becomes a subclass whose ``add`` records as before and then
     hands the stored event (with the columns a trace shard would give it) to the emitter;
-    the recorded trace is unchanged."""
+    the recorded trace is unchanged. ``cost(rollout_id, ns)``, when given, receives the
+    nanoseconds each hand-over took (building the event, projection, batching, any flush):
+    the emission share of the gateway's added latency (micro.py)."""
     from containmentbench.trace.recorder import Recorder
     from containmentbench.trace.schema import EVENTS
 
@@ -127,12 +130,20 @@ def tap(episode: Any, emitter: LiveEmitter) -> None:
     emitter.projector.provider.setdefault(rid, PROVIDER.get(episode.spec.backend,
                                                             episode.spec.backend))
     names = EVENTS.names
+    wanted = frozenset((*GATEWAY_KINDS, "decision", "confirmation"))  # Projector.feed's kinds
 
     def emit(seq: int) -> None:
+        t0 = time.perf_counter_ns()
         fields = rec.events[seq]
+        if fields["kind"] not in wanted:  # model calls, results, ...: nothing to project
+            if cost is not None:
+                cost(rid, time.perf_counter_ns() - t0)
+            return
         ev = {n: fields.get(n) for n in names}
         ev["rollout_id"], ev["event_id"] = rid, f"{rid}:{seq}"
         emitter.observe(ev)
+        if cost is not None:
+            cost(rid, time.perf_counter_ns() - t0)
 
     class _Tapped(Recorder):
         __slots__ = ()

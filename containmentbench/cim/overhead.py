@@ -3,7 +3,7 @@
 * Gateway latency: the time the gateway adds to each tool call of a real run — delegation
   binding, validation and normalization (``Gateway.bind``) plus the live emitter's projection
   and batching of the call's rows (live.py) — measured per call on the micro-deployment
-  (bench/cim_micro.py drives W1-W3 through the real runtime) and stored in that store's
+  (cim/micro.py drives W1-W3 through the real runtime) and stored in that store's
   manifest; ``latency_summary`` turns the per-call samples into Table 6's p50/p95.
 * Bytes/event: each event projected to the baseline field set vs the CIM field set
   (schema.BASELINE_FIELDS / CIM_FIELDS), as compressed Parquet with the store's writer

@@ -202,8 +202,11 @@ def report(store: Store, *, latency: bool = False, deltas: tuple[float, ...] = D
         keep = ("users", "agents", "tools_min", "tools_max", "files", "repos", "channels",
                 "delegations_per_day", "events_min", "events_max", "loops_w1", "loops_w2",
                 "loops_w3", "overlap_rate", "spawn_fanout", "spawn_depth", "retry_rate",
-                "coverage", "bypass", "trace_coverage_min", "trace_coverage_max", "seed")
-        parts += ["Generator parameters (Table 4): " + ", ".join(
+                "coverage", "bypass", "trace_coverage_min", "trace_coverage_max", "seed",
+                "runs", "users_per_run", "reads_min", "reads_max", "retry_mean")
+        label = "Micro-deployment" if store.manifest.get("producer") == "cim micro" \
+            else "Generator"
+        parts += [f"{label} parameters (Table 4): " + ", ".join(
             f"{k}={params[k]}" for k in keep if k in params), ""]
     ev = int(runs["n_evaluated"].sum())
     parts += [f"Evaluated {ev:,} covered, bound events of {int(runs['n_events'].sum()):,} in "

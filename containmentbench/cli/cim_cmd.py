@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from containmentbench.cli.cim_common import emit, own_file, store_of
 from containmentbench.errors import BenchError
 
 GEN_HELP = {
@@ -49,33 +48,10 @@ GEN_HELP = {
     "row_group_rows": "Parquet row-group size"}
 
 
-def _store(args: argparse.Namespace) -> Any:
-    from containmentbench.cim.store import Store
-
-    return Store(args.store)
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, datetime):
-        return v.isoformat()
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
 
 
-def _emit(args: argparse.Namespace, title: str, table: Any, info: dict[str, Any]) -> None:
-    import polars as pl
-
-    facts = {k: _plain(v) for k, v in info.items() if not isinstance(v, pl.DataFrame)}
-    if getattr(args, "json", False):
-        rows = [{k: _plain(v) for k, v in r.items()} for r in table.iter_rows(named=True)]
-        print(json.dumps({"query": title, "info": facts, "rows": rows}, indent=2, default=str))
-        return
-    print(f"{title}: " + ", ".join(f"{k}={v}" for k, v in facts.items()
-                                   if not isinstance(v, list) or len(v) <= 8))
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=48, tbl_width_chars=240,
-                   fmt_table_cell_list_len=6):
-        print(table)
 
 
 def _query(sub: argparse._SubParsersAction, name: str, help_: str, func: Any,
@@ -144,6 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=f"{GEN_HELP[f.name]} [default {shown}]")
     g.set_defaults(func=cmd_generate)
 
+    from containmentbench.cli.cim_deploy_cmd import register as register_deploy
+
+    register_deploy(csub)
     _query(csub, "blast-radius", "Q1: resources touched under a delegation and its "
            "descendants, by resource_class and sensitivity_label (§5.1, §5.5)",
            cmd_blast).add_argument("--no-descendants", action="store_true",
@@ -270,43 +249,43 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_blast(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import blast_radius
 
-    r = blast_radius(_store(args), args.delegation, not args.no_descendants)
-    _emit(args, "blast-radius", r.table, r.info)
+    r = blast_radius(store_of(args), args.delegation, not args.no_descendants)
+    emit(args, "blast-radius", r.table, r.info)
     return 0
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import agent_attribution
 
-    r = agent_attribution(_store(args), args.delegation)
-    _emit(args, "agents", r.table, r.info)
+    r = agent_attribution(store_of(args), args.delegation)
+    emit(args, "agents", r.table, r.info)
     return 0
 
 
 def cmd_ext(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import externalization
 
-    r = externalization(_store(args), args.delegation)
-    _emit(args, "externalization", r.table, r.info)
+    r = externalization(store_of(args), args.delegation)
+    emit(args, "externalization", r.table, r.info)
     return 0
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import lineage
 
-    r = lineage(_store(args), args.delegation)
-    _emit(args, "lineage", r.table, r.info)
+    r = lineage(store_of(args), args.delegation)
+    emit(args, "lineage", r.table, r.info)
     return 0
 
 
 def cmd_divergence(args: argparse.Namespace) -> int:
     from containmentbench.cim.divergence import divergence
 
-    store = _store(args)
+    store = store_of(args)
     if args.delegation is not None:
         store.delegation(args.delegation)  # an unknown id is bad input, not an empty answer
     r = divergence(store, delegation_id=args.delegation)
-    _emit(args, "divergence", r.table, r.info)
+    emit(args, "divergence", r.table, r.info)
     return 0
 
 
@@ -315,20 +294,20 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
     if not 0 < args.baseline_frac < 1:
         raise BenchError("must lie in (0, 1)", field="baseline-frac")
-    store = _store(args)
+    store = store_of(args)
     if args.delegation is not None:
         store.delegation(args.delegation)
     r = drift(store, args.delegation, args.baseline_frac,
               min_sensitivity=args.min_sensitivity, attribute=not args.no_attribute)
-    _emit(args, "drift", r.table, r.info)
+    emit(args, "drift", r.table, r.info)
     return 0
 
 
 def cmd_misbinding(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import misbinding
 
-    r = misbinding(_store(args))
-    _emit(args, "misbinding", r.table, r.info)
+    r = misbinding(store_of(args))
+    emit(args, "misbinding", r.table, r.info)
     if not args.json:
         import polars as pl
 
@@ -352,7 +331,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     import polars as pl
 
     if args.out:
-        _own_file(args.out, (".parquet",), "cim-reconstruct")
+        own_file(args.out, (".parquet",), "cim-reconstruct")
 
     from containmentbench.cim.reconstruct import reconstruct_store, summarize
 
@@ -360,7 +339,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if args.max_buckets is not None and args.max_buckets < 1:
         raise BenchError("must be >= 1", field="max-buckets")
-    per, runs = reconstruct_store(_store(args), deltas, args.max_buckets)
+    per, runs = reconstruct_store(store_of(args), deltas, args.max_buckets)
     if per.height == 0:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
     summ = summarize(per, ["workflow"])
@@ -372,7 +351,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
             "uncovered": int(runs["n_uncovered"].sum()),
             "unbound": int(runs["n_unbound"].sum()),
             "seconds": round(time.perf_counter() - t0, 2)}
-    _emit(args, "reconstruct", summ.with_columns(pl.col(pl.Float64).round(4)), info)
+    emit(args, "reconstruct", summ.with_columns(pl.col(pl.Float64).round(4)), info)
     return 0
 
 
@@ -380,7 +359,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from containmentbench.cim.seal import audit_store
     from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 
-    store = _store(args)
+    store = store_of(args)
     key = load_key(store.root)
     problems = audit_store(store.root, store.manifest, store.files, key)
     if key is None:
@@ -395,26 +374,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _own_file(out: Path, suffixes: tuple[str, ...], kind: str) -> None:
-    """A --out file: new, or an earlier one of this kind (never a folder or another file)."""
-    from containmentbench.integrity import writer
-
-    if out.suffix not in suffixes:
-        raise BenchError(f"expected a {' or '.join(suffixes)} file name", file=str(out),
-                         field="out")
-    writer.check_file(out, kind)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from containmentbench.cim.report import report
 
     if args.out:
-        _own_file(args.out, (".md", ".txt"), "cim-report")
+        own_file(args.out, (".md", ".txt"), "cim-report")
     if args.max_buckets is not None and args.max_buckets < 1:
         raise BenchError("must be >= 1", field="max-buckets")
     if args.suite_repeats < 1:
         raise BenchError("must be >= 1", field="suite-repeats")
-    store = _store(args)
+    store = store_of(args)
     chosen = None
     if args.delegation:
         chosen = [d.strip() for d in args.delegation.split(",") if d.strip()]
@@ -428,3 +399,4 @@ def cmd_report(args: argparse.Namespace) -> int:
         writer.write_text(args.out, text + "\n", kind="cim-report")
     sys.stdout.write(text + "\n")
     return 0
+
