@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from containmentbench.canonical import canonical_json, short_id
-from containmentbench.gateway.normalize import normalize
+from containmentbench.gateway.normalize import LABELS, normalize
 from containmentbench.gateway.tokens import Claims, TokenAuthority
 from containmentbench.sandbox.world import World
 
 # Argument names an agent may use to assert delegation context; they are hints, never bound.
 HINT_KEYS = ("delegation_id", "principal", "principal_id", "on_behalf_of", "agent_id")
+READ_VERBS = ("read", "search", "enumerate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +44,8 @@ class Delegation:
 class Gateway:
     """Delegation registry and binder for one rollout."""
 
-    __slots__ = ("authority", "delegations", "org_domain", "principal_id", "rollout_id",
-                 "world")
+    __slots__ = ("authority", "delegations", "org_domain", "principal_id", "read_high",
+                 "rollout_id", "world")
 
     def __init__(self, rollout_id: str, principal_id: str, world: World, org_domain: str,
                  authority: TokenAuthority | None = None):
@@ -54,6 +55,9 @@ class Gateway:
         self.org_domain = org_domain
         self.delegations: dict[str, Delegation] = {}
         self.authority = authority
+        # highest sensitivity each delegation has read: the label of what it composes
+        # (normalize.py); a child starts from its parent's (the material it was handed)
+        self.read_high: dict[str, str] = {}
 
     def mint(self, agent_id: str, agent_instance: str, parent_id: str | None,
              tick: int, principal_id: str | None = None) -> Delegation:
@@ -69,7 +73,14 @@ class Gateway:
         did = "dlg-" + short_id(self.rollout_id, len(self.delegations), agent_instance, n=16)
         d = Delegation(did, parent_id, principal, agent_id, agent_instance, tick)
         self.delegations[did] = d
+        if parent_id is not None and parent_id in self.read_high:
+            self.read_high[did] = self.read_high[parent_id]
         return d
+
+    def _raise_high(self, did: str, label: str) -> None:
+        if label in LABELS and (did not in self.read_high
+                                or LABELS.index(label) > LABELS.index(self.read_high[did])):
+            self.read_high[did] = label
 
     def token(self, d: Delegation, ttl_ticks: int, nonce: str = "0") -> str:
         """The signed token an agent presents for ``d`` (needs a TokenAuthority)."""
@@ -124,7 +135,10 @@ class Gateway:
                 integrity.append(f"hint_conflict:{key}")
         if "agent_id" in clean_hints and clean_hints["agent_id"] != agent_id:
             integrity.append("hint_conflict:agent_id")
-        out = normalize(tool, args, self.world, self.org_domain)
+        out = normalize(tool, args, self.world, self.org_domain,
+                        self.read_high.get(d.delegation_id) if d else None)
+        if binding == "bound" and d is not None and out["action_semantic"] in READ_VERBS:
+            self._raise_high(d.delegation_id, out["sensitivity_label"])
         out.update({
             "delegation_id": d.delegation_id if d else None,
             "delegation_parent_id": d.parent_id if d else None,
