@@ -1,5 +1,6 @@
-"""``containmentbench cim micro | coverage``: the micro-deployment of paper 002 §7.1 and
-coverage accounting against a declared tool inventory (App. C.5)."""
+"""``containmentbench cim micro | coverage | tokens``: the micro-deployment of paper 002 §7.1,
+coverage accounting against a declared tool inventory (App. C.5), and the delegation tokens
+an auditor reads back with the gateway's key (I5, gateway/tokens.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,18 @@ def register(csub: argparse._SubParsersAction) -> None:
     cv.add_argument("--json", action="store_true", help="print rows as JSON")
     cv.set_defaults(func=cmd_coverage)
 
+    tk = csub.add_parser("tokens", help="decode delegation tokens with the gateway's key; a "
+                         "token it did not sign is bad input (I5)",
+                         description="Read one delegation token per line and print its "
+                         "claims (principal, delegation, parent, agent instance, expiry, "
+                         "nonce). A token not signed with this key (forged, tampered, or "
+                         "signed with another key) stops with one line naming its line.")
+    tk.add_argument("--key-file", type=Path, required=True, help="the gateway's token key")
+    tk.add_argument("--tokens", type=Path, required=True, help="one token per line")
+    tk.add_argument("--out", type=Path, default=None, help="write the claims as JSON too")
+    tk.add_argument("--json", action="store_true", help="print rows as JSON")
+    tk.set_defaults(func=cmd_tokens)
+
 
 
 def cmd_micro(args: argparse.Namespace) -> int:
@@ -115,4 +128,50 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         writer.write_json(args.out, {"info": info, "rows": table.to_dicts()},
                           kind="cim-coverage")
     emit(args, "coverage", table, info)
+    return 0
+
+
+def _read(path: Path, what: str) -> bytes:
+    from containmentbench.errors import BenchError
+
+    if not path.is_file():
+        raise BenchError(f"{what} not found", file=str(path))
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise BenchError(f"cannot read the {what} ({type(exc).__name__})",
+                         file=str(path)) from None
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from containmentbench.errors import BenchError
+    from containmentbench.gateway.tokens import TokenAuthority
+
+    if args.out:
+        own_file(args.out, (".json",), "cim-tokens")
+    auth = TokenAuthority(_read(args.key_file, "key file").strip())
+    rows = []
+    for n, raw in enumerate(_read(args.tokens, "tokens file").splitlines(), start=1):
+        line = raw.decode("utf-8", "replace").strip()
+        if not line or line.startswith("#"):
+            continue
+        c = auth.claims(line)
+        if c is None:  # every token must verify before anything is written
+            raise BenchError("token not signed with this key (forged, tampered or signed "
+                             "with another key)", file=str(args.tokens), line=n, field="token")
+        rows.append({"line": n, "principal_id": c.principal_id,
+                     "delegation_id": c.delegation_id, "parent_id": c.parent_id,
+                     "agent_instance": c.agent_instance, "expires_tick": c.expires_tick,
+                     "nonce": c.nonce})
+    table = pl.DataFrame(rows, schema={"line": pl.Int64, "principal_id": pl.String,
+                                       "delegation_id": pl.String, "parent_id": pl.String,
+                                       "agent_instance": pl.String,
+                                       "expires_tick": pl.Int64, "nonce": pl.String})
+    if args.out:
+        from containmentbench.integrity import writer
+
+        writer.write_json(args.out, {"tokens": rows}, kind="cim-tokens")
+    emit(args, "tokens", table, {"n_tokens": table.height})
     return 0

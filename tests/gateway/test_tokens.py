@@ -69,3 +69,35 @@ def test_lineage_stays_within_a_principal(gw):
         gw.mint("agent", "c#1", a.delegation_id, 1, principal_id="bob")
     with pytest.raises(BenchError):
         TokenAuthority(b"short")
+
+
+def test_cli_decodes_tokens_and_refuses_one_signed_with_another_key(gw, tmp_path, capsys):
+    from containmentbench.cli.main import main
+
+    a = gw.mint("agent", "a#1", None, 0)
+    c = gw.mint("worker", "w#1", a.delegation_id, 2)
+    other = TokenAuthority(b"o" * 32)
+    key = tmp_path / "key"
+    key.write_bytes(KEY + b"\n")
+    good = tmp_path / "good.txt"
+    good.write_text(f"# presented tokens\n{gw.token(a, 10)}\n\n{gw.token(c, 5, nonce='n7')}\n")
+    out = tmp_path / "claims.json"
+    assert main(["cim", "tokens", "--key-file", str(key), "--tokens", str(good), "--json",
+                 "--out", str(out)]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["line"], r["principal_id"], r["delegation_id"], r["parent_id"],
+             r["agent_instance"], r["expires_tick"], r["nonce"]) for r in rows] == [
+        (2, "alice", a.delegation_id, None, "a#1", 10, "0"),
+        (4, "alice", c.delegation_id, a.delegation_id, "w#1", 7, "n7")]
+    assert json.loads(out.read_text())["tokens"] == rows
+    foreign = other.issue(gw.authority.claims(gw.token(a, 10)))  # same claims, other key
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{gw.token(a, 10)}\n{foreign}\n")
+    out2 = tmp_path / "claims2.json"
+    assert main(["cim", "tokens", "--key-file", str(key), "--tokens", str(bad),
+                 "--out", str(out2)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.txt:2" in err and "field 'token'" in err
+    assert "another key" in err and not out2.exists()
