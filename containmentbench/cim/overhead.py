@@ -8,12 +8,21 @@
 * Bytes/event: each event projected to the baseline field set vs the CIM field set
   (schema.BASELINE_FIELDS / CIM_FIELDS), as compressed Parquet with the store's writer
   options and, for comparison with the paper's 341/588 bytes, as compact JSON.
+
+The compact JSON encoding (``encode_json``; ``decode_json`` inverts it exactly, tested):
+no whitespace, absent values left out (not ``null``), ``time`` as RFC3339 UTC with ``Z``
+(Table 8: RFC3339), and two extension fields (§4.4) left out at their default, as proto3's
+JSON mapping leaves out defaults: ``delegation_binding`` is written only when ``unbound`` (a
+row carrying a gateway-validated delegation is bound; §6 (d) asks for the *absence* state to
+be explicit, and it stays so), ``event_kind`` only when the row is not the base record of a
+tool call (``proposal``). Evaluation-only fields are never part of either field set.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -45,13 +54,34 @@ def parquet_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
     return len(writer.parquet_bytes(sub, **parquet_options(list(names))))
 
 
+JSON_DEFAULTS = {"delegation_binding": "bound", "event_kind": "proposal"}
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def encode_json(row: dict[str, Any]) -> bytes:
+    """One CIM row as a compact JSON line (module docstring)."""
+    out = {}
+    for k, v in row.items():
+        if v is None or JSON_DEFAULTS.get(k) == v:
+            continue
+        out[k] = _rfc3339(v) if isinstance(v, datetime) else v
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def decode_json(line: bytes, names: Sequence[str]) -> dict[str, Any]:
+    """The row ``encode_json`` wrote, with absent fields and defaults restored."""
+    d = json.loads(line)
+    row = {k: d.get(k, JSON_DEFAULTS.get(k)) for k in names}
+    if isinstance(row.get("time"), str):
+        row["time"] = datetime.fromisoformat(row["time"].replace("Z", "+00:00"))
+    return row
+
+
 def json_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
-    total = 0
-    for row in table.select(list(names)).to_pylist():
-        row = {k: (v.isoformat() if hasattr(v, "isoformat") else v)
-               for k, v in row.items() if v is not None}
-        total += len(json.dumps(row, separators=(",", ":")).encode()) + 1
-    return total
+    return sum(len(encode_json(r)) for r in table.select(list(names)).to_pylist())
 
 
 def bytes_per_event(table: pa.Table, json_sample: int = 20_000) -> dict[str, float]:
