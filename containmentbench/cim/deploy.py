@@ -57,7 +57,7 @@ class MicroRun:
 
 
 def run_micro(p: MicroParams, inv: Inventory, backend: Any, model_label: str,
-              progress: bool = False) -> MicroRun:
+              progress: bool = False, max_steps: int = 400) -> MicroRun:
     from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext, drive_lockstep, new_episode
     from containmentbench.runtime.episode import RuntimeConfig
@@ -67,7 +67,8 @@ def run_micro(p: MicroParams, inv: Inventory, backend: Any, model_label: str,
     scen = load_suite(p.suite, p.stage)
     policy = load_policy("none")
     ctx = ShardContext("cim-micro", model_label, backend.name, "none", p.seed, None)
-    cfg = RuntimeConfig(max_steps=400, max_agent_turns=200)  # W3 retries need the turns
+    # W3's retries need the turns; a real model may be capped lower (--max-steps)
+    cfg = RuntimeConfig(max_steps=max_steps, max_agent_turns=max(max_steps // 2, 1))
     meter = Meter()
     gateway_cls = timed_gateway(meter)
     out: list[tuple[str, int, pa.Table]] = []

@@ -46,6 +46,8 @@ def register(csub: argparse._SubParsersAction) -> None:
     m.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable)")
     m.add_argument("--max-tokens", type=int, default=512)
+    m.add_argument("--max-steps", type=int, default=400,
+                   help="model calls per delegation (a real CPU model: lower it)")
     m.add_argument("--temperature", type=float, default=0.0)
     m.add_argument("--quiet", action="store_true")
     m.set_defaults(func=cmd_micro)
@@ -90,6 +92,10 @@ def cmd_micro(args: argparse.Namespace) -> int:
     params = MicroParams(workflows=tuple(w.strip() for w in args.workflows.split(",")
                                          if w.strip()), **kw)
     params.check()
+    if args.max_steps < 1:
+        from containmentbench.errors import BenchError
+
+        raise BenchError("must be >= 1", field="max-steps")
     writer.check_out(args.out, "cim-store", args.force)
     options = parse_options(args.option)
     label = args.model
@@ -100,7 +106,8 @@ def cmd_micro(args: argparse.Namespace) -> int:
                                          max_tokens=args.max_tokens,
                                          temperature=args.temperature, options=options))
     try:
-        res = run_micro(params, inv, backend, label, progress=not args.quiet)
+        res = run_micro(params, inv, backend, label, progress=not args.quiet,
+                        max_steps=args.max_steps)
     finally:
         backend.close()
     man = write_micro_store(args.out, res, params, inv, args.backend, label, args.force)

@@ -157,3 +157,20 @@ def test_micro_run_through_the_runtime_writes_a_store_with_coverage_and_latency(
     rc = main(["cim", "report", "--store", str(out), "--latency", "--suite-repeats", "1",
                "--max-buckets", "1"])
     assert rc == 0
+
+
+def test_micro_takes_any_backend_the_rollout_verb_takes(tmp_path):
+    """The verb is backend-agnostic: `scripted` replays the plans without a model, as a real
+    CPU model (hf/vllm/openai) would act through the same runtime."""
+    out = tmp_path / "scripted"
+    inv = _inv(tmp_path, "tools:\n  - {name: email}\n  - {name: docs}\n")
+    assert main(["cim", "micro", "--out", str(out), "--inventory", str(inv), "--runs", "1",
+                 "--users-per-run", "1", "--overlap-rate", "0", "--workflows", "W1",
+                 "--reads-min", "2", "--reads-max", "2", "--backend", "scripted",
+                 "--model", "replay", "--max-steps", "40", "--quiet"]) == 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert (man["backend"], man["model"], man["n_rollouts"]) == ("scripted", "replay", 1)
+    calls = Store(out).scan().filter(pl.col("event_kind") == "proposal").collect()
+    # the scripted agent replays the plan exactly: 2 reads, a task record, a mail
+    assert calls["tool_operation"].to_list()[-2:] == ["write_task_record", "send_email"]
+    assert calls.height == 4
