@@ -59,6 +59,7 @@ class Sources:
     root_id: str
     seed_event: str               # the delegation's first tool call (baseline entry point)
     delta_s: float
+    org_domains: tuple[str, ...] = ()   # the organization's mail domains (reference data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,14 @@ def merge_by_context(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
     context joins its earliest window); events without context keep their window."""
     return lf.with_columns(pl.col("window").min().over("ctx").fill_null(pl.col("window"))
                            .alias("unit"))
+
+
+def classify_recipients(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
+    """Without Tier-2 direction: a recipient outside the organization's domains is external."""
+    dom = pl.col("target_principal_id").str.split("@").list.last().str.to_lowercase()
+    return lf.with_columns((pl.col("target_principal_id").str.contains("@")
+                            & ~dom.is_in(list(s.org_domains))).fill_null(False)
+                           .alias("external"))
 
 
 def seed_unit(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
@@ -230,18 +239,22 @@ def sequence_hits(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
 
 def envelope(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
     """Env(d): tuples (tool class, Tier-1 action, resource class, sensitivity) with the
-    time they first occur and the call rank at which they do (§5.4)."""
+    time they first occur, the call rank at which they do (§5.4), and whether a call of the
+    tuple went outside (Tier-2 ``direction``, or the baseline's recipient classification)."""
+    ext = pl.col("external") if "external" in lf.collect_schema().names() \
+        else (pl.col("direction") == "external")
     ranked = lf.sort("time", "event_id").with_row_index("_k").with_columns(
-        (pl.len() * BASELINE_FRAC).ceil().alias("_n0"))
+        (pl.len() * BASELINE_FRAC).ceil().alias("_n0"), ext.fill_null(False).alias("_ext"))
     return ranked.group_by("tool_name", "action_semantic", "resource_class",
                            "sensitivity_label").agg(
         pl.col("time").min().alias("first_seen"), pl.col("_k").min().alias("first_k"),
-        pl.col("_n0").first().alias("n0"))
+        pl.col("_n0").first().alias("n0"), pl.col("_ext").any().alias("external"))
 
 
 def late_high_impact(lf: pl.LazyFrame, s: Sources) -> pl.LazyFrame:
-    """Expansions after Env_0 that disseminate a confidential+ resource outside."""
-    return lf.filter((pl.col("first_k") >= pl.col("n0"))
+    """Expansions after Env_0 that disseminate a confidential+ resource outside the
+    organization (the §5.4 detector's high-impact rule, drift.py)."""
+    return lf.filter((pl.col("first_k") >= pl.col("n0")) & pl.col("external")
                      & pl.col("action_semantic").is_in(HIGH_IMPACT_VERBS)
                      & (SENSITIVITY_ORDER.index("confidential") <= _SENS))
 
@@ -278,9 +291,14 @@ def sources(store: Store, delegation_id: str, delta_s: float = 30.0) -> Sources:
         "resource_id").unique("resource_id").collect().lazy()
     dirs = full.select("agent_instance_id", "principal_user_id").drop_nulls().unique(
         "agent_instance_id").collect().lazy()
+    org = (full.filter((pl.col("direction") == "internal")
+                       & pl.col("target_principal_id").str.contains("@"))
+           .select(pl.col("target_principal_id").str.split(",").explode().str.split("@")
+                   .list.last().str.to_lowercase().unique().sort())
+           .collect().to_series().to_list())
     return Sources(full.select(BASELINE_FIELDS), ops, res, dirs, store.delegations(),
                    delegation_id, row["root_delegation_id"],
-                   seed.item() if seed.height else "", delta_s)
+                   seed.item() if seed.height else "", delta_s, tuple(org))
 
 
 def cim_sources(src: Sources, store: Store) -> Sources:

@@ -110,7 +110,8 @@ SUITE: tuple[Query, ...] = (
     Query("drift", "vi", "drift: late high-impact envelope expansion without an authority "
           "expansion event (reconstructed)", "§5.4; Table 7 drift class",
           "drift_envelope", "hybrid",
-          Plan((_NORM, _LOOK, *_HYBRID, _SPAWN, _CALLS, *_ENV)),
+          Plan((_NORM, _LOOK, Op("normalize", "recipient domain -> external",
+                                 P.classify_recipients), *_HYBRID, _SPAWN, _CALLS, *_ENV)),
           Plan((Op("join", "lineage closure from the side table, tool calls",
                    P.closure_calls), *_ENV,
                 Op("join", "approvals in the lineage after the change", P.unapproved))),

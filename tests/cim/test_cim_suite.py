@@ -66,6 +66,22 @@ def test_drift_cim_sees_the_approval_the_baseline_cannot(tmp_path):
         ("share", "confidential")]
 
 
+def test_drift_needs_the_share_to_leave_the_organization(tmp_path):
+    rows = hand_rows()
+    for r in rows:  # the same late confidential share, now to a colleague
+        if r["event_id"] == "d2":
+            r.update(tool_operation="addMember", direction="internal",
+                     principal_scope="org", target_principal_id="z@corp.example")
+        if r["event_id"] == "d3":
+            r.update(event_kind="proposal", action_semantic="read")  # no approval now
+    cols = {f.name: [r[f.name] for r in rows] for f in CIM_EVENTS}
+    st = Store(write_store(tmp_path / "h", conform(cols), workflow="hand"))
+    assert _answer(st, "drift", "CIM", "dD").height == 0
+    # the baseline's reference data knows corp.example is the organization's own domain
+    assert P.sources(st, "dD").org_domains == ("corp.example",)
+    assert _answer(st, "drift", "baseline", "dD").height == 0
+
+
 def _seq_source(rows: list[tuple[int, str, str, str]]) -> tuple[pl.LazyFrame, P.Sources]:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     lf = pl.DataFrame({
