@@ -33,7 +33,7 @@ $(VENV)/.run-deps: pyproject.toml constraints.txt | $(BIN)/python
 
 # + the Slurm executor, HF/OpenAI backends, the AgentDojo adapter and the dev tools for the tests
 $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
-	$(PIP) -e ".[pipeline,slurm,audit,hf,openai,agentdojo,dev]"
+	$(PIP) -e ".[pipeline,slurm,audit,hf,openai,agentdojo,dev,otel]"
 	@touch $@
 
 deps: $(VENV)/.test-deps

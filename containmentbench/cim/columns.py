@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from containmentbench.cim.generator import CATALOG, ChunkSpec
+from containmentbench.cim.catalog import CATALOG, ChunkSpec
 from containmentbench.cim.schema import CIM_EVENTS
 
 VERBS = [v for t in CATALOG for _, v in t.ops]

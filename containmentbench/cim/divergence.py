@@ -9,8 +9,12 @@ rather than as a component of its own, so missing telemetry is not mistaken for 
 * dually, a component diverges when it holds events of several delegations.
 * ``comp_closure`` counts components over the lineage closure of a root: a sub-agent in a
   separate runtime splits the family across traces even when each delegation has one (§5.3).
-* the issuance predicate of §5.2: events of d outside the trace of ``issue(d)`` (its
-  minting row), i.e. condition (i) ``trace_id != trace_id(issue(d))`` or no trace at all.
+* the issuance predicates of §5.2 over events of d: (i) ``trace_id != trace_id(issue(d))``
+  (or no trace at all) — ``n_outside_issue_trace``; (ii) no ancestor relationship to the
+  issuance span — the event's span is neither ``issue(d)``'s span nor below it following
+  ``parent_span_id`` — ``n_not_descended``. (ii) is stricter than (i): an event can sit in
+  the issuance trace yet on a branch the issuance did not cause (a sibling delegation's
+  span tree, a propagated parent context).
 """
 
 from __future__ import annotations
@@ -23,6 +27,26 @@ from containmentbench.cim.store import Store
 
 def _q(col: str, q: float) -> pl.Expr:
     return pl.col(col).quantile(q, "nearest")
+
+
+def _not_descended(scan: pl.LazyFrame) -> pl.DataFrame:
+    """Per delegation, events whose span does not descend from its issuance span (ii)."""
+    rows = scan.select("delegation_id", "event_kind", "span_id", "parent_span_id",
+                       "trace_id").collect()
+    parent: dict[str, str | None] = {}
+    for s, p in zip(rows["span_id"].to_list(), rows["parent_span_id"].to_list()):
+        if s is not None and (p is not None or s not in parent):
+            parent[s] = p
+    issue = {d: s for d, k, s in zip(rows["delegation_id"], rows["event_kind"], rows["span_id"])
+             if k == "delegate" and s is not None}
+    out: dict[str, int] = {}
+    for d, s in zip(rows["delegation_id"].to_list(), rows["span_id"].to_list()):
+        root, x, hops = issue.get(d), s, 0
+        while x is not None and x != root and hops <= len(parent):
+            x, hops = parent.get(x), hops + 1
+        out[d] = out.get(d, 0) + (root is None or x != root)
+    return pl.DataFrame({"delegation_id": list(out), "n_not_descended": list(out.values())},
+                        schema={"delegation_id": pl.String, "n_not_descended": pl.Int64})
 
 
 def divergence(store: Store, files: list[str] | None = None,
@@ -51,6 +75,8 @@ def divergence(store: Store, files: list[str] | None = None,
              .agg(pl.len().alias("n_events"),
                   pl.col("delegation_id").n_unique().alias("n_delegations"))
              .collect())
+    per_d = per_d.join(_not_descended(scan), on="delegation_id", how="left").with_columns(
+        pl.col("n_not_descended").fill_null(pl.col("n_events")))
     s = per_d.select(pl.len().alias("n"), pl.col("comp").median().alias("med"),
                      _q("comp", 0.95).alias("p95"), (pl.col("comp") > 1).mean().alias("frac"))
     n, med, p95, frac = s.row(0)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from containmentbench.cim.chain import add_chain
-from containmentbench.cim.otel import write_otlp
+from containmentbench.cim.otel import MAX_BYTES, write_otlp
 from containmentbench.cim.project import TICK_US, project_events
 from containmentbench.cim.schema import validate
 from containmentbench.cim.seal import begin_store, finish_store, seal_manifest
@@ -41,10 +41,12 @@ class ExportSummary:
     n_unbound: int
     parquet_bytes: int
     otel_bytes: int
+    otel_spans: int = 0
 
 
 def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool = False,
-                  chain: bool = False, tick_us: int = TICK_US, force: bool = False
+                  chain: bool = False, tick_us: int = TICK_US, force: bool = False,
+                  otel_proto: bool = False, otel_max_bytes: int = MAX_BYTES
                   ) -> ExportSummary:
     if not shard_dirs(traces):
         raise BenchError("no finished trace shards (folders with SHA256SUMS) below this path",
@@ -62,10 +64,10 @@ def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool =
     key = load_key(out) if chain else None
     final, out = out, begin_store(out, force)  # never deletes: see cim/seal.py
     if not parquet:
-        obytes = write_otlp(cim, out / "otel" / "traces.json")
+        o = write_otlp(cim, out / "otel", max_bytes=otel_max_bytes, proto=otel_proto)
         finish_store(out, final, force)
         return ExportSummary(final, events.num_rows, cim.num_rows, 0, _unbound(cim), 0,
-                             obytes)
+                             o["json_bytes"], o["n_spans"])
     wf = pa.array(workflows, pa.string())
     pbytes = 0
     heads: dict[str, str] = {}
@@ -86,17 +88,20 @@ def export_traces(traces: Path, out: Path, *, parquet: bool = True, otel: bool =
     dw = DelegationWriter(out)
     dw.write(side)
     dw.close()
-    obytes = write_otlp(cim, out / "otel" / "traces.json") if otel else 0
+    o = write_otlp(cim, out / "otel", max_bytes=otel_max_bytes, proto=otel_proto) if otel \
+        else {"json_bytes": 0, "proto_bytes": 0, "n_spans": 0}
+    obytes = o["json_bytes"]
     n_unbound = _unbound(cim)
     write_manifest(out, seal_manifest({
         "producer": "cim export", "source": str(traces), "tick_us": tick_us,
         "n_trace_events": events.num_rows, "n_events": cim.num_rows,
         "n_delegations": side.num_rows, "n_unbound": n_unbound, "chain": chain,
         "chain_heads": heads, "parquet_bytes": pbytes, "otel_bytes": obytes,
+        "otel_proto_bytes": o["proto_bytes"], "otel_spans": o["n_spans"],
         "bytes_per_event": round(pbytes / max(cim.num_rows, 1), 2)}, sorted(heads), key))
     finish_store(out, final, force)
     return ExportSummary(final, events.num_rows, cim.num_rows, side.num_rows, n_unbound, pbytes,
-                         obytes)
+                         obytes, o["n_spans"])
 
 
 def _unbound(cim: pa.Table) -> int:

@@ -1,167 +1,52 @@
 """Operational overhead of CIM (paper 002 §7.4, Table 6).
 
-* Gateway latency: the time the gateway adds to one tool call — delegation binding and
-  validation, semantic normalization (``Gateway.bind``) and emission of the CIM row into the
-  columnar buffer (``CimEmitter.emit``) — measured side by side with the tool call alone
-  (a real sandbox tool on a real scenario world), interleaved in one loop so both see the
-  same machine state. Flushing the buffer to Arrow is batched; its cost per event is
-  reported separately as amortized.
+* Gateway latency: the time the gateway adds to each tool call of a real run — delegation
+  binding, validation and normalization (``Gateway.bind``) plus the live emitter's projection
+  and batching of the call's rows (live.py) — measured per call on the micro-deployment
+  (cim/micro.py drives W1-W3 through the real runtime) and stored in that store's
+  manifest; ``latency_summary`` turns the per-call samples into Table 6's p50/p95.
 * Bytes/event: each event projected to the baseline field set vs the CIM field set
   (schema.BASELINE_FIELDS / CIM_FIELDS), as compressed Parquet with the store's writer
   options and, for comparison with the paper's 341/588 bytes, as compact JSON.
+
+The compact JSON encoding (``encode_json``; ``decode_json`` inverts it exactly, tested):
+no whitespace, absent values left out (not ``null``), ``time`` as RFC3339 UTC with ``Z``
+(Table 8: RFC3339), and two extension fields (§4.4) left out at their default, as proto3's
+JSON mapping leaves out defaults: ``delegation_binding`` is written only when ``unbound`` (a
+row carrying a gateway-validated delegation is bound; §6 (d) asks for the *absence* state to
+be explicit, and it stays so), ``event_kind`` only when the row is not the base record of a
+tool call (``proposal``). Evaluation-only fields are never part of either field set.
 """
 
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from containmentbench.cim.project import EPOCH_US, TICK_US, TOOL_FAMILY, span_id_of, trace_id_of
-from containmentbench.cim.schema import (
-    BASELINE_FIELDS,
-    CIM_EVENTS,
-    CIM_FIELDS,
-    conform,
-    parquet_options,
-)
+from containmentbench.cim.schema import BASELINE_FIELDS, CIM_FIELDS, parquet_options
 from containmentbench.integrity import writer
 
-_COLS = CIM_EVENTS.names
 
-
-class CimEmitter:
-    """Appends gateway-bound CIM rows to column buffers; ``flush`` makes an Arrow table."""
-
-    __slots__ = ("buf", "last_span", "n", "rollout_id")
-
-    def __init__(self, rollout_id: str) -> None:
-        self.rollout_id = rollout_id
-        self.buf: dict[str, list[Any]] = {c: [] for c in _COLS}
-        self.last_span: dict[str, str] = {}
-        self.n = 0
-
-    def emit(self, bound: dict[str, Any], agent_id: str, instance: str, tool: str,
-             tick: int, call_id: str) -> None:
-        rid, seq = self.rollout_id, self.n
-        span = span_id_of(rid, seq)
-        b = self.buf
-        b["time"].append(EPOCH_US + tick * TICK_US)
-        b["event_id"].append(f"{rid}:{seq}")
-        b["delegation_id"].append(bound["delegation_id"])
-        b["delegation_parent_id"].append(bound["delegation_parent_id"])
-        b["principal_user_id"].append(bound["principal_id"])
-        b["agent_id"].append(agent_id)
-        b["agent_instance_id"].append(instance)
-        b["tool_name"].append(TOOL_FAMILY[tool])
-        b["tool_operation"].append(tool)
-        b["action_semantic"].append(bound["action_semantic"])
-        b["action_outcome"].append(None)
-        b["direction"].append(bound["direction"])
-        b["principal_scope"].append(bound["principal_scope"])
-        b["resource_class"].append(bound["resource_class"])
-        b["resource_id"].append(bound["resource_id"])
-        b["resource_uri"].append(None)
-        b["sensitivity_label"].append(bound["sensitivity_label"])
-        b["target_principal_id"].append(bound["target_principal"])
-        b["trace_id"].append(trace_id_of(rid, instance))
-        b["span_id"].append(span)
-        b["parent_span_id"].append(self.last_span.get(instance))
-        b["workflow_id"].append(rid)
-        b["labels"].append(None)
-        b["event_kind"].append("proposal")
-        b["delegation_binding"].append(bound["binding"])
-        b["call_id"].append(call_id)
-        b["session_id"].append(f"{rid}/s1")
-        b["agent_hints"].append(bound["agent_hints"])
-        b["integrity"].append(bound["integrity"])
-        b["capture"].append("gateway")
-        b["covered"].append(True)
-        b["gt_delegation_id"].append(bound["delegation_id"])
-        self.last_span[instance] = span
-        self.n += 1
-
-    def flush(self) -> pa.Table:
-        table = conform(self.buf)
-        self.buf = {c: [] for c in _COLS}
-        return table
-
-
-def _world() -> tuple[Any, Any, list[tuple[str, dict[str, Any]]]]:
-    from containmentbench.gateway.gateway import Gateway
-    from containmentbench.sandbox.world import World
-    from containmentbench.scenarios.manifest import load_suite
-
-    scen = next(s for s in load_suite("smoke")
-                if s.initial_state["documents"] and s.initial_state["emails"]
-                and s.initial_state["crm"])
-    world = World.from_spec(scen.initial_state)
-    gw = Gateway("bench", scen.initial_state["principal"]["user_id"], world,
-                 scen.authorization["org_domain"])
-    doc = next(iter(world.documents))
-    mail = next(iter(world.emails))
-    crm = next(iter(world.crm))
-    contact = next(iter(world.contacts.values())).email
-    calls = [("read_document", {"doc_id": doc}), ("read_email", {"email_id": mail}),
-             ("search_documents", {"query": "report"}), ("crm_lookup", {"contact_id": crm}),
-             ("search_email", {"query": "meeting"}),
-             ("send_email", {"to": [contact], "subject": "s", "body": "b"})]
-    return world, gw, calls
-
-
-def gateway_latency(n: int = 20_000, warmup: int = 2_000, flush_every: int = 4_096
-                    ) -> dict[str, float]:
-    """p50/p95 (microseconds) of the tool call alone and of what the gateway adds."""
-    from containmentbench.sandbox.tools import TOOLS
-
-    world, gw, calls = _world()
-    d = gw.mint("agent", "agent#1", None, 0)
-    em = CimEmitter("r-bench")
-    tool_ns = np.empty(n, dtype=np.int64)
-    gate_ns = np.empty(n, dtype=np.int64)
-    flush_ns = 0
-    flushed = 0
-    clock = time.perf_counter_ns
-    em.emit(gw.bind(d.delegation_id, "agent", "agent#1", *calls[0]), "agent", "agent#1",
-            calls[0][0], 0, "c0")
-    em.flush()  # one-time Arrow initialization stays out of the amortized figure
-    for i in range(-warmup, n):
-        tool, args = calls[i % len(calls)]
-        spec = TOOLS[tool]
-        t0 = clock()
-        if spec.run is not None:
-            spec.run(world, args)
-        else:
-            spec.stage(world, args).apply(world)
-        t1 = clock()
-        bound = gw.bind(d.delegation_id, "agent", "agent#1", tool, args)
-        em.emit(bound, "agent", "agent#1", tool, i + warmup, f"c{i}")
-        t2 = clock()
-        if i >= 0:
-            tool_ns[i] = t1 - t0
-            gate_ns[i] = t2 - t1
-        if em.n % flush_every == 0:
-            t3 = clock()
-            em.flush()
-            flush_ns += clock() - t3
-            flushed += flush_every
-        if tool == "send_email":
-            world.outbox.clear()
-    t3 = clock()
-    rest = em.n - flushed
-    em.flush()
-    flush_ns += clock() - t3
-    flushed += rest
-    us = 1e-3
-    return {"n_calls": n,
-            "tool_p50_us": float(np.percentile(tool_ns, 50)) * us,
-            "tool_p95_us": float(np.percentile(tool_ns, 95)) * us,
-            "gateway_p50_us": float(np.percentile(gate_ns, 50)) * us,
-            "gateway_p95_us": float(np.percentile(gate_ns, 95)) * us,
-            "flush_amortized_us": flush_ns * us / max(flushed, 1)}
+def latency_summary(gateway_ns: Sequence[int], tool_ns: Sequence[int] | None = None
+                    ) -> dict[str, Any]:
+    """Table 6 latency rows from per-call samples (nanoseconds): p50/p95 in microseconds of
+    the gateway's added time and, when given, of the tool call alone."""
+    g = np.asarray(gateway_ns, dtype=np.float64) * 1e-3
+    out: dict[str, Any] = {"n_calls": int(g.size)}
+    if g.size:
+        out.update(gateway_p50_us=float(np.percentile(g, 50)),
+                   gateway_p95_us=float(np.percentile(g, 95)),
+                   gateway_max_us=float(g.max()))
+    if tool_ns is not None and len(tool_ns):
+        t = np.asarray(tool_ns, dtype=np.float64) * 1e-3
+        out.update(tool_p50_us=float(np.percentile(t, 50)),
+                   tool_p95_us=float(np.percentile(t, 95)))
+    return out
 
 
 def parquet_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
@@ -169,13 +54,34 @@ def parquet_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
     return len(writer.parquet_bytes(sub, **parquet_options(list(names))))
 
 
+JSON_DEFAULTS = {"delegation_binding": "bound", "event_kind": "proposal"}
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def encode_json(row: dict[str, Any]) -> bytes:
+    """One CIM row as a compact JSON line (module docstring)."""
+    out = {}
+    for k, v in row.items():
+        if v is None or JSON_DEFAULTS.get(k) == v:
+            continue
+        out[k] = _rfc3339(v) if isinstance(v, datetime) else v
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def decode_json(line: bytes, names: Sequence[str]) -> dict[str, Any]:
+    """The row ``encode_json`` wrote, with absent fields and defaults restored."""
+    d = json.loads(line)
+    row = {k: d.get(k, JSON_DEFAULTS.get(k)) for k in names}
+    if isinstance(row.get("time"), str):
+        row["time"] = datetime.fromisoformat(row["time"].replace("Z", "+00:00"))
+    return row
+
+
 def json_bytes(table: pa.Table, names: tuple[str, ...]) -> int:
-    total = 0
-    for row in table.select(list(names)).to_pylist():
-        row = {k: (v.isoformat() if hasattr(v, "isoformat") else v)
-               for k, v in row.items() if v is not None}
-        total += len(json.dumps(row, separators=(",", ":")).encode()) + 1
-    return total
+    return sum(len(encode_json(r)) for r in table.select(list(names)).to_pylist())
 
 
 def bytes_per_event(table: pa.Table, json_sample: int = 20_000) -> dict[str, float]:

@@ -11,7 +11,8 @@ carries ``n_unbound_claims`` and ``misbinding`` lists them.
 
 * Q1 ``blast_radius``: resource touch set by resource_class x sensitivity_label (§5.1, §5.5).
 * Q2 ``agent_attribution``: agents and instances under d, primary vs sub-agent (§5.5).
-* Q3 ``externalization``: share with direction=external and its causal ancestry (§5.5).
+* Q3 ``externalization``: share with direction=external and its upstream reads, across
+  delegation boundaries by trace and by lineage ancestry (§5.5, ancestry.py).
 * ``lineage``: ancestors and descendants (§5.3).
 * ``divergence`` lives in divergence.py, ``drift`` in drift.py, ``misbinding`` here.
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from containmentbench.cim.ancestry import SpanForest, by_delegation, upstream_of
 from containmentbench.cim.lineage import Lineage
 from containmentbench.cim.schema import SENSITIVITY_ORDER
 from containmentbench.cim.store import Store
@@ -117,30 +119,31 @@ def agent_attribution(store: Store, delegation_id: str) -> Result:
 
 
 def externalization(store: Store, delegation_id: str) -> Result:
-    """Q3: shares with direction=external under d, each with its causal ancestry.
+    """Q3: shares with direction=external under d, each with its upstream reads.
 
-    Ancestry follows ``parent_span_id`` links (G_exec, §4.1) inside the family's rows, since
-    a propagated trace can cross delegations; rows without trace context have none."""
+    Upstream comes from trace ancestry (span tree, happened-before, across sub-agents in one
+    trace) and from lineage ancestry (reads of ancestor delegations before they minted the
+    next one on the path), cim/ancestry.py; both need only the family's bound rows."""
     sc = scope(store, delegation_id)
-    rows, unbound = _scoped(store, sc)
-    scoped = rows.collect()
+    fam = (store.rows(sc.family, sc.files).filter(BOUND).collect()
+           .with_row_index("_pos").with_columns(pl.col("_pos").cast(pl.Int64)))
+    scoped = fam.filter(pl.col("delegation_id").is_in(list(sc.ids)))
+    unbound = store.rows(sc.ids, sc.files).filter(~BOUND).select(pl.len()).collect().item()
     ext = scoped.filter((pl.col("event_kind") == "proposal")
                         & (pl.col("action_semantic") == "share")
-                        & (pl.col("direction") == "external")).sort("time", "event_id")
+                        & (pl.col("direction") == "external")).sort("time", "_pos")
     commits = set(scoped.filter(pl.col("event_kind") == "commit")["call_id"].drop_nulls())
-    traces = ext["trace_id"].drop_nulls().unique().to_list()
-    fam = store.rows(sc.family, sc.files).filter(pl.col("trace_id").is_in(traces)).collect() \
-        if traces else scoped.head(0)
-    by_span = {r["span_id"]: r for r in fam.iter_rows(named=True) if r["span_id"]}
+    forest = SpanForest(fam.filter(pl.col("trace_id").is_in(ext["trace_id"].drop_nulls()
+                                                            .unique().to_list())))
+    by_d = by_delegation(fam)
+    parent = dict(sc.lineage.parent)
+    minted = {r["delegation_id"]: (r["time"], r["_pos"]) for r in
+              fam.filter(pl.col("event_kind") == "delegate").iter_rows(named=True)}
+    rows_by_id = {r["event_id"]: r for r in fam.iter_rows(named=True)}
     out = []
     for r in ext.iter_rows(named=True):
-        chain, seen = [], set()
-        p = r["parent_span_id"]
-        while p is not None and p in by_span and p not in seen:
-            seen.add(p)
-            chain.append(by_span[p])
-            p = by_span[p]["parent_span_id"]
-        reads = [a for a in chain if a["action_semantic"] in ("read", "search", "enumerate")]
+        up = upstream_of(r, forest, by_d, parent, minted)
+        reads = [rows_by_id[e] for e in dict.fromkeys(up.trace_reads + up.lineage_reads)]
         ranks = [SENSITIVITY_ORDER.index(a["sensitivity_label"]) for a in reads
                  if a["sensitivity_label"] in SENSITIVITY_ORDER]
         out.append({
@@ -150,16 +153,24 @@ def externalization(store: Store, delegation_id: str) -> Result:
             "sensitivity_label": r["sensitivity_label"],
             "target_principal_id": r["target_principal_id"],
             "executed": r["call_id"] in commits or r["action_outcome"] == "success",
-            "causal_context": r["trace_id"] is not None, "n_ancestors": len(chain),
-            "ancestor_event_ids": [a["event_id"] for a in chain],
-            "ancestor_reads": [a["resource_id"] for a in reads if a["resource_id"]],
+            "causal_context": r["trace_id"] is not None,
+            "n_ancestors": len(up.trace_events),
+            "ancestor_event_ids": list(up.trace_events),
+            "trace_reads": [rows_by_id[e]["resource_id"] for e in up.trace_reads],
+            "lineage_reads": [rows_by_id[e]["resource_id"] for e in up.lineage_reads],
+            "ancestor_read_events": [a["event_id"] for a in reads],
+            "ancestor_reads": list(dict.fromkeys(a["resource_id"] for a in reads
+                                                 if a["resource_id"])),
+            "upstream_delegations": sorted({a["delegation_id"] for a in reads}),
             "max_ancestor_sensitivity": SENSITIVITY_ORDER[max(ranks)] if ranks else None})
+    ls = pl.List(pl.String)
     schema = {"event_id": pl.String, "time": pl.Datetime("us", "UTC"),
               "delegation_id": pl.String, "agent_instance_id": pl.String,
               "tool_name": pl.String, "tool_operation": pl.String, "resource_id": pl.String,
               "sensitivity_label": pl.String, "target_principal_id": pl.String,
               "executed": pl.Boolean, "causal_context": pl.Boolean, "n_ancestors": pl.Int64,
-              "ancestor_event_ids": pl.List(pl.String), "ancestor_reads": pl.List(pl.String),
+              "ancestor_event_ids": ls, "trace_reads": ls, "lineage_reads": ls,
+              "ancestor_read_events": ls, "ancestor_reads": ls, "upstream_delegations": ls,
               "max_ancestor_sensitivity": pl.String}
     info = _info(sc, unbound)
     info["externalized"] = bool(out)

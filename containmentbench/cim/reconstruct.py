@@ -5,15 +5,19 @@ Every method maps the evaluated events to *units*, the groups its evidence links
 
 * ``CIM``: units are ``delegation_id`` groups (bound at capture time, §6).
 * ``B0`` trace-only: group by ``trace_id``; without one fall back to ``session_id``, else a
-  singleton (§7.1 "falls back to the coarsest available execution context").
-* ``B1`` time-window: per user (``principal_user_id``, the actor of audit logs), events
-  sorted by time join the previous event's unit when the gap is <= Delta (sessionization;
-  Table 2 "heuristic joins on (user, time window)").
-* ``B2`` hybrid ("trace/session grouping merged by Delta and {user, agent instance,
-  tool}"): connected components of B0's trace/session links united with the Delta chains
-  of B1 (per user) and Delta chains per agent instance; a pure per-tool chain is left out
-  since within Delta every busy tool would link all users and the unit would degenerate
-  to the whole run. B2 therefore never recalls less than B0 or B1.
+  singleton (§7.2.2; §7.1 "falls back to the coarsest available execution context").
+* ``B1`` time-window: "sliding window Delta" (§7.2.2) with no key: the run's events fall
+  into consecutive windows of width Delta, each window a unit (a window sliding by its own
+  width, so units partition E). Two readings are set aside, with why: a per-user window is
+  what B2 adds ("merged by Delta and {user, ...}"), so B1 has no key; and a gap chain
+  without a key (a new unit only after Delta of silence in the whole run) never breaks at
+  Table 4 rates (hundreds of events per second), so every run would be one unit.
+* ``B2`` hybrid, "trace/session grouping merged by Delta and {user, agent instance,
+  tool}" (§7.2.2): connected components of B0's trace/session links united with Delta gap
+  chains per user, per agent instance and per tool. A busy tool never pauses for Delta, so
+  its chain links every delegation that uses it: at Table 4 rates a run collapses into one
+  unit, and Amb(d) = the delegations of the run for all d (the paper's B2 column has
+  median = p95 in every workflow, the same signature).
 
 Metrics, per ground-truth delegation d with events E*(d) (§7.2.3, §7.2.4):
 
@@ -29,7 +33,11 @@ Metrics, per ground-truth delegation d with events E*(d) (§7.2.3, §7.2.4):
   Amb = 1 iff every unit holding d's events is pure; CIM's units are pure by construction.
   The whole-run ``Amb(E) = prod_K |D(K)|``. Both are kept as log10 (they overflow floats).
 * **Rec(d)** = |E*(d) ∩ Ê(d)| / |E*(d)| with Ê(d) the unit holding most of d's events
-  (ties: lowest unit id); ``prec`` and ``f1`` of the same unit select the best Delta.
+  (ties: lowest unit id); ``prec`` = |E*(d) ∩ Ê(d)| / |Ê(d)|, the precision of that unit
+  (over-grouping shows here, not in recall); ``f1`` of the two selects the best Delta.
+* ``n_cand`` = |D(Ê(d))|, the delegations sharing d's reconstructed unit: how many
+  candidates an analyst must tell apart for d's main unit (a second reading of per-delegation
+  ambiguity, reported beside Amb(d)).
 * **Comp(d)**: distinct traces among d's traced events (method independent, divergence.py).
 
 The evaluated events are the covered, bound ones (``covered`` and ``delegation_binding ==
@@ -94,8 +102,10 @@ def _window_chains(df: pl.DataFrame, keys: list[str], delta_s: float) -> np.ndar
 
 
 def units_b1(df: pl.DataFrame, delta_s: float | None = None) -> np.ndarray:
+    """Consecutive windows of width Delta over the run (module docstring)."""
     assert delta_s is not None
-    return _window_chains(df, ["principal_user_id"], delta_s)
+    us = df["time"].dt.epoch("us").to_numpy()
+    return _dense(pl.Series(us // int(delta_s * 1e6)))
 
 
 def _components(n: int, *partitions: np.ndarray) -> np.ndarray:
@@ -113,7 +123,7 @@ def _components(n: int, *partitions: np.ndarray) -> np.ndarray:
     return _dense(pl.Series(labels[:n]))
 
 
-B2_CHAINS = (("principal_user_id",), ("agent_instance_id",))
+B2_CHAINS = (("principal_user_id",), ("agent_instance_id",), ("tool_name",))
 
 
 def units_b2(df: pl.DataFrame, delta_s: float | None = None) -> np.ndarray:
@@ -141,13 +151,15 @@ METHODS: dict[str, Method] = {
 
 
 def unit_metrics(gt: pl.Series, unit: np.ndarray) -> pl.DataFrame:
-    """Per delegation: n, log10 Amb, recall, precision, f1 and the number of units."""
+    """Per delegation: n, log10 Amb, recall, precision, f1, the number of units and the
+    candidates sharing the best unit."""
     df = pl.DataFrame({"d": gt, "u": unit})
     dk = df.group_by("u").agg(pl.col("d").n_unique().alias("nd"), pl.len().alias("size"))
     pairs = df.group_by("d", "u").agg(pl.len().alias("c")).join(dk, on="u")
     best = (pairs.sort(["d", "c", "u"], descending=[False, True, False])
             .group_by("d", maintain_order=True).first()
-            .select("d", pl.col("c").alias("best"), pl.col("size").alias("best_size")))
+            .select("d", pl.col("c").alias("best"), pl.col("size").alias("best_size"),
+                    pl.col("nd").alias("n_cand")))
     per_d = (pairs.group_by("d")
              .agg(pl.col("c").sum().alias("n"), pl.col("nd").log10().sum().alias("log10_amb"),
                   pl.len().alias("n_units"))
@@ -211,7 +223,7 @@ def evaluate(events: pl.DataFrame, deltas: Iterable[float] = DELTAS_S,
     out = pl.concat(frames).join(c, on="gt_delegation_id", how="left")
     if roots is not None:
         out = pl.concat([out, closure_metrics(df, roots).select(out.columns)])
-    return out
+    return out.with_columns(pl.lit(gt.n_unique()).alias("delegations_in_run"))
 
 
 def best_deltas(per_d: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -235,9 +247,27 @@ def summarize(per_d: pl.DataFrame, by: list[str]) -> pl.DataFrame:
                  (10 ** q("log10_amb", 0.5)).round(0).alias("amb_median"),  # Amb is an integer
                  (10 ** q("log10_amb", 0.95)).round(0).alias("amb_p95"),
                  q("rec", 0.5).alias("rec_median"), q("rec", 0.05).alias("rec_p05"),
+                 q("prec", 0.5).alias("prec_median"), q("prec", 0.05).alias("prec_p05"),
+                 q("n_cand", 0.5).alias("cand_median"), q("n_cand", 0.95).alias("cand_p95"),
+                 q("log10_amb", 0.5).alias("log10_amb_median"),
+                 q("log10_amb", 0.95).alias("log10_amb_p95"),
+                 pl.col("file").n_unique().alias("n_runs")
+                 if "file" in chosen.columns else pl.lit(1).alias("n_runs"),
+                 pl.col("delegations_in_run").median().alias("delegations_per_run"),
                  q("comp", 0.5).alias("comp_median"), q("comp", 0.95).alias("comp_p95"),
                  (pl.col("comp") > 1).mean().alias("comp_gt1"))
+            .join(_runs(chosen, by), on=[*by, "method"], how="left")
             .sort([*by, "method"]))
+
+
+def _runs(chosen: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Whole-run Amb(E) (§7.2.4: groupings of the run's events consistent with the
+    telemetry), median and p95 over runs, as log10 (it overflows floats)."""
+    key = [*by, "method", *(["file"] if "file" in chosen.columns else [])]
+    per_run = chosen.group_by(key).agg(pl.col("log10_amb_run").first())
+    q = lambda p: pl.col("log10_amb_run").quantile(p, "nearest")  # noqa: E731
+    return per_run.group_by([*by, "method"]).agg(q(0.5).alias("log10_amb_run_median"),
+                                                 q(0.95).alias("log10_amb_run_p95"))
 
 
 def reconstruct_store(store: object, deltas: Iterable[float] = DELTAS_S,

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from containmentbench.canonical import derive_rng
+from containmentbench.cim.catalog import CATALOG, ChunkSpec, GenParams, tree_size
 from containmentbench.cim.columns import VERBS, fixed_ids, rows_to_table
-from containmentbench.cim.generator import CATALOG, ChunkSpec, GenParams
 from containmentbench.cim.project import EPOCH_US
 from containmentbench.cim.schema import DELEGATIONS
 from containmentbench.errors import BenchError
@@ -172,8 +172,6 @@ def _layout(rng: np.random.Generator, wf: str, p: GenParams, calls: np.ndarray,
 
 def build_chunk(p: GenParams, spec: ChunkSpec, trace_cov: np.ndarray, rel_file: str
                 ) -> tuple[pa.Table, pa.Table, dict[str, int]]:
-    from containmentbench.cim.generator import tree_size
-
     wf, wi = spec.workflow, ("W1", "W2", "W3").index(spec.workflow)
     rng = derive_rng("cim-generate", p.seed, wf, spec.day, spec.bucket)
     users = np.arange(spec.user_lo, spec.user_hi)

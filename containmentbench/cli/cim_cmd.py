@@ -9,74 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from containmentbench.cli import argtypes as T
+from containmentbench.cli.cim_common import GEN_HELP, emit, own_file, store_of
 from containmentbench.errors import BenchError
-
-GEN_HELP = {
-    "workflows": "comma-separated workflows W1,W2,W3 (§7.2.1)",
-    "days": "days of telemetry", "users": "users U (Table 4: 10,000)",
-    "agents": "agents A (Table 4: 100,000)", "tools_min": "fewest tools K per delegation (3)",
-    "tools_max": "most tools K per delegation (7)", "files": "file universe (1e6)",
-    "repos": "repository universe (1e3)", "channels": "channel universe (1e2)",
-    "tickets": "ticket universe", "records": "CRM record universe",
-    "delegations_per_day": "delegations per day and workflow, children included "
-                           "(Table 4: 2e5-2e6)",
-    "events_min": "fewest tool calls per delegation (20)",
-    "events_max": "most tool calls per delegation (500)",
-    "loops_w1": "mean calls per W1 delegation (50)", "loops_w2": "mean calls per W2 (60)",
-    "loops_w3": "mean calls per W3 (75)",
-    "overlap_rate": "share of users running concurrent delegations (10-40%%)",
-    "spawn_fanout": "mean children per W2 delegation (2-5)",
-    "spawn_depth": "deepest W2 re-delegation (1-4)",
-    "retry_rate": "mean retries per W3 step (0-10)", "backtrack_rate": "W3 restarts per step",
-    "coverage": "share of calls on gateway-mediated tools (0.8)",
-    "bypass": "share of calls going around the gateway (0.05)",
-    "trace_coverage_min": "least per-tool share of events with trace ids (0.6)",
-    "trace_coverage_max": "most per-tool share of events with trace ids (0.8)",
-    "trace_propagation": "W2 children continuing the parent's trace",
-    "unbound_rate": "gateway calls without valid delegation context",
-    "hint_conflict_rate": "calls whose agent hints conflict with the binding",
-    "external_share_rate": "shares addressed outside the organization",
-    "drift_rate": "delegations with an injected late high-impact expansion (§5.4)",
-    "approval_rate": "injected drifts followed by an approval event",
-    "seed": "generator seed", "chunk_events": "events per bucket file (bounds memory)",
-    "row_group_rows": "Parquet row-group size"}
-
-
-def _store(args: argparse.Namespace) -> Any:
-    from containmentbench.cim.store import Store
-
-    return Store(args.store)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, datetime):
-        return v.isoformat()
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
-
-
-def _emit(args: argparse.Namespace, title: str, table: Any, info: dict[str, Any]) -> None:
-    import polars as pl
-
-    facts = {k: _plain(v) for k, v in info.items() if not isinstance(v, pl.DataFrame)}
-    if getattr(args, "json", False):
-        rows = [{k: _plain(v) for k, v in r.items()} for r in table.iter_rows(named=True)]
-        print(json.dumps({"query": title, "info": facts, "rows": rows}, indent=2, default=str))
-        return
-    print(f"{title}: " + ", ".join(f"{k}={v}" for k, v in facts.items()
-                                   if not isinstance(v, list) or len(v) <= 8))
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=48, tbl_width_chars=240,
-                   fmt_table_cell_list_len=6):
-        print(table)
 
 
 def _query(sub: argparse._SubParsersAction, name: str, help_: str, func: Any,
@@ -109,11 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="store folder (new or empty, or an earlier store with --force)")
     e.add_argument("--force", action="store_true", help="replace an earlier, different store "
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
-    e.add_argument("--format", default="parquet", help="parquet, otel or parquet,otel")
+    e.add_argument("--format", default="parquet",
+                   help="comma-separated: parquet, otel (OTLP/JSON traces and decision logs), "
+                   "otel-proto (the same as OTLP protobuf; needs the 'otel' extra)")
+    e.add_argument("--otel-max-mb", type=T.float_range(0.01, 1024.0), default=4.0,
+                   help="most MiB of OTLP/JSON per file (files are cut into batches)")
     e.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     e.add_argument("--tick-ms", type=T.positive_int, default=1000,
                    help="milliseconds per logical tick")
     e.set_defaults(func=cmd_export)
+
+    i = csub.add_parser("import", help="OTLP/JSON traces (from `cim export`) -> CIM store",
+                        description="Read every traces-*.json of an OTLP folder back into CIM "
+                        "rows and write a store; a malformed file is named with its field.")
+    i.add_argument("--otlp", type=Path, required=True, help="folder of traces-*.json")
+    i.add_argument("--out", type=Path, required=True, help="new store folder")
+    i.set_defaults(func=cmd_import)
 
     g = csub.add_parser("generate", help="seeded synthetic W1-W3 telemetry (Table 4)",
                         description="Stream seeded synthetic delegation telemetry (§7.1, Table "
@@ -125,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--jobs", type=T.positive_int, default=1, help="worker processes")
     g.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
     g.add_argument("--quiet", action="store_true")
-    from containmentbench.cim.generator import GenParams
+    from containmentbench.cim.catalog import GenParams
 
     for f in dataclasses.fields(GenParams):
         default = f.default
@@ -138,6 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=f"{GEN_HELP[f.name]} [default {shown}]")
     g.set_defaults(func=cmd_generate)
 
+    from containmentbench.cli.cim_deploy_cmd import register as register_deploy
+
+    register_deploy(csub)
     _query(csub, "blast-radius", "Q1: resources touched under a delegation and its "
            "descendants, by resource_class and sensitivity_label (§5.1, §5.5)",
            cmd_blast).add_argument("--no-descendants", action="store_true",
@@ -186,10 +140,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "overhead (bytes/event, gateway latency) and query construction effort.")
     t.add_argument("--store", type=Path, required=True, help="CIM store folder")
     t.add_argument("--out", type=Path, default=None, help="write the markdown here too")
-    t.add_argument("--latency", action="store_true", help="measure gateway latency")
-    t.add_argument("--max-buckets", type=T.positive_int, default=2,
-                   help="runs per workflow to use")
-    t.add_argument("--delegation", default=None, help="delegation for the Table 7 plans")
+    t.add_argument("--latency", action="store_true",
+                   help="show the gateway latency the micro-deployment recorded")
+    t.add_argument("--max-buckets", type=T.positive_int, default=2, help="runs per workflow to use")
+    t.add_argument("--delegation", default=None,
+                   help="comma-separated delegations for the six-query suite "
+                   "(default: two roots per workflow)")
+    t.add_argument("--suite-repeats", type=T.positive_int, default=3,
+                   help="timed runs per suite plan after one warm-up")
     t.set_defaults(func=cmd_report)
 
 
@@ -197,17 +155,47 @@ def cmd_export(args: argparse.Namespace) -> int:
     from containmentbench.cim.export import export_traces
 
     formats = {f.strip() for f in args.format.split(",") if f.strip()}
-    if not formats or formats - {"parquet", "otel"}:
-        raise BenchError(f"unknown format in '{args.format}' (parquet, otel)", field="format")
+    if not formats or formats - {"parquet", "otel", "otel-proto"}:
+        raise BenchError(f"unknown format in '{args.format}' (parquet, otel, otel-proto)",
+                         field="format")
+    if not 0.01 <= args.otel_max_mb <= 1024:
+        raise BenchError("must lie in [0.01, 1024]", field="otel-max-mb")
+    if "otel-proto" in formats:
+        from containmentbench.cim.otel import to_protobuf
+
+        to_protobuf({"resourceSpans": []})  # the extra is missing: say so before any work
+    if args.tick_ms < 1:
+        raise BenchError("tick must be >= 1 ms", field="tick-ms")
     if not args.traces.is_dir():
         raise BenchError("no such folder", file=str(args.traces))
     s = export_traces(args.traces, args.out, parquet="parquet" in formats,
-                      otel="otel" in formats, chain=args.chain, tick_us=args.tick_ms * 1000,
-                      force=args.force)
+                      otel=bool(formats & {"otel", "otel-proto"}), chain=args.chain,
+                      tick_us=args.tick_ms * 1000, force=args.force,
+                      otel_proto="otel-proto" in formats,
+                      otel_max_bytes=int(args.otel_max_mb * (1 << 20)))
     print(f"wrote {s.out}: {s.n_cim_events} CIM events from {s.n_trace_events} trace events, "
           f"{s.n_delegations} delegations, {s.n_unbound} unbound (kept); "
           f"{s.parquet_bytes / max(s.n_cim_events, 1):.1f} bytes/event Parquet"
-          + (f", OTLP/JSON {s.otel_bytes:,} bytes" if s.otel_bytes else ""))
+          + (f", OTLP/JSON {s.otel_bytes:,} bytes in {s.otel_spans:,} spans "
+             f"({s.otel_bytes / max(s.n_cim_events, 1):.0f} bytes/event)"
+             if s.otel_bytes else ""))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from containmentbench.cim.otel import read_otlp
+    from containmentbench.cim.schema import validate
+    from containmentbench.cim.store import write_store
+    from containmentbench.integrity import writer
+
+    if not args.otlp.is_dir():
+        raise BenchError("no such folder", file=str(args.otlp))
+    writer.check_out(args.out, "cim-store")  # a foreign --out is refused before any work
+    table = read_otlp(args.otlp)  # malformed input: one line naming file and field
+    validate(table, str(args.otlp))
+    write_store(args.out, table, workflow="otlp", manifest={"producer": "cim import",
+                                                             "source": str(args.otlp)})
+    print(f"wrote {args.out}: {table.num_rows} CIM events from OTLP spans in {args.otlp}")
     return 0
 
 
@@ -232,63 +220,65 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_blast(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import blast_radius
 
-    r = blast_radius(_store(args), args.delegation, not args.no_descendants)
-    _emit(args, "blast-radius", r.table, r.info)
+    r = blast_radius(store_of(args), args.delegation, not args.no_descendants)
+    emit(args, "blast-radius", r.table, r.info)
     return 0
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import agent_attribution
 
-    r = agent_attribution(_store(args), args.delegation)
-    _emit(args, "agents", r.table, r.info)
+    r = agent_attribution(store_of(args), args.delegation)
+    emit(args, "agents", r.table, r.info)
     return 0
 
 
 def cmd_ext(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import externalization
 
-    r = externalization(_store(args), args.delegation)
-    _emit(args, "externalization", r.table, r.info)
+    r = externalization(store_of(args), args.delegation)
+    emit(args, "externalization", r.table, r.info)
     return 0
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import lineage
 
-    r = lineage(_store(args), args.delegation)
-    _emit(args, "lineage", r.table, r.info)
+    r = lineage(store_of(args), args.delegation)
+    emit(args, "lineage", r.table, r.info)
     return 0
 
 
 def cmd_divergence(args: argparse.Namespace) -> int:
     from containmentbench.cim.divergence import divergence
 
-    store = _store(args)
+    store = store_of(args)
     if args.delegation is not None:
         store.delegation(args.delegation)  # an unknown id is bad input, not an empty answer
     r = divergence(store, delegation_id=args.delegation)
-    _emit(args, "divergence", r.table, r.info)
+    emit(args, "divergence", r.table, r.info)
     return 0
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from containmentbench.cim.drift import drift
 
-    store = _store(args)
+    if not 0 < args.baseline_frac < 1:
+        raise BenchError("must lie in (0, 1)", field="baseline-frac")
+    store = store_of(args)
     if args.delegation is not None:
         store.delegation(args.delegation)
     r = drift(store, args.delegation, args.baseline_frac,
               min_sensitivity=args.min_sensitivity, attribute=not args.no_attribute)
-    _emit(args, "drift", r.table, r.info)
+    emit(args, "drift", r.table, r.info)
     return 0
 
 
 def cmd_misbinding(args: argparse.Namespace) -> int:
     from containmentbench.cim.queries import misbinding
 
-    r = misbinding(_store(args))
-    _emit(args, "misbinding", r.table, r.info)
+    r = misbinding(store_of(args))
+    emit(args, "misbinding", r.table, r.info)
     if not args.json:
         import polars as pl
 
@@ -312,13 +302,15 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     import polars as pl
 
     if args.out:
-        _own_file(args.out, (".parquet",), "cim-reconstruct")
+        own_file(args.out, (".parquet",), "cim-reconstruct")
 
     from containmentbench.cim.reconstruct import reconstruct_store, summarize
 
     deltas = _deltas(args.deltas)
     t0 = time.perf_counter()
-    per, runs = reconstruct_store(_store(args), deltas, args.max_buckets)
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
+    per, runs = reconstruct_store(store_of(args), deltas, args.max_buckets)
     if per.height == 0:
         raise BenchError("no covered, bound events to evaluate", file=str(args.store))
     summ = summarize(per, ["workflow"])
@@ -330,7 +322,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
             "uncovered": int(runs["n_uncovered"].sum()),
             "unbound": int(runs["n_unbound"].sum()),
             "seconds": round(time.perf_counter() - t0, 2)}
-    _emit(args, "reconstruct", summ.with_columns(pl.col(pl.Float64).round(4)), info)
+    emit(args, "reconstruct", summ.with_columns(pl.col(pl.Float64).round(4)), info)
     return 0
 
 
@@ -338,7 +330,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from containmentbench.cim.seal import audit_store
     from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 
-    store = _store(args)
+    store = store_of(args)
     key = load_key(store.root)
     problems = audit_store(store.root, store.manifest, store.files, key)
     if key is None:
@@ -353,26 +345,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _own_file(out: Path, suffixes: tuple[str, ...], kind: str) -> None:
-    """A --out file: new, or an earlier one of this kind (never a folder or another file)."""
-    from containmentbench.integrity import writer
-
-    if out.suffix not in suffixes:
-        raise BenchError(f"expected a {' or '.join(suffixes)} file name", file=str(out),
-                         field="out")
-    writer.check_file(out, kind)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from containmentbench.cim.report import report
 
     if args.out:
-        _own_file(args.out, (".md", ".txt"), "cim-report")
-    text, _ = report(_store(args), latency=args.latency, max_buckets=args.max_buckets,
-                     effort_delegation=args.delegation)
+        own_file(args.out, (".md", ".txt"), "cim-report")
+    if args.max_buckets is not None and args.max_buckets < 1:
+        raise BenchError("must be >= 1", field="max-buckets")
+    if args.suite_repeats < 1:
+        raise BenchError("must be >= 1", field="suite-repeats")
+    store = store_of(args)
+    chosen = None
+    if args.delegation:
+        chosen = [d.strip() for d in args.delegation.split(",") if d.strip()]
+        for d in chosen:
+            store.delegation(d)  # an unknown id is bad input, before any work
+    text, _ = report(store, latency=args.latency, max_buckets=args.max_buckets,
+                     suite_delegations=chosen, suite_repeats=args.suite_repeats)
     if args.out:
         from containmentbench.integrity import writer
 
         writer.write_text(args.out, text + "\n", kind="cim-report")
     sys.stdout.write(text + "\n")
     return 0
+

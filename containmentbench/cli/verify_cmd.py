@@ -11,7 +11,9 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check every file of a frozen study against MANIFEST.json")
     p.add_argument("study", type=Path)
-    p.add_argument("--expect-freeze", type=int, default=None, metavar="N",
+    from containmentbench.cli import argtypes as T
+
+    p.add_argument("--expect-freeze", type=T.positive_int, default=None, metavar="N",
                    help="the freeze counter the manifest must carry (detects an older "
                         "manifest restored with its tables)")
     p.set_defaults(func=cmd_verify)

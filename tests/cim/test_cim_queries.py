@@ -65,10 +65,16 @@ def test_q3_externalization_with_causal_ancestry(hand_store):
     assert row["event_id"] == "c2" and row["delegation_id"] == "dC" and row["executed"]
     # span chain c1 <- c0 <- b2 <- b1 <- b0, crossing dC -> dB inside trace TB
     assert row["ancestor_event_ids"] == ["c1", "c0", "b2", "b1", "b0"]
-    assert row["ancestor_reads"] == ["msg-1", "file-9"]
+    assert row["trace_reads"] == ["msg-1", "file-9"]
+    # lineage crosses into dA, whose runtime trace TA never reaches TB: dA's reads before
+    # it minted dB (t=4) and dB's before it minted dC (t=7); dC's own read first
+    assert row["lineage_reads"] == ["msg-1", "file-9", "doc-1", "crm-1"]
+    assert row["ancestor_reads"] == ["msg-1", "file-9", "doc-1", "crm-1"]
+    assert row["upstream_delegations"] == ["dA", "dB", "dC"]
     assert row["max_ancestor_sensitivity"] == "restricted"
     d = externalization(Store(hand_store), "dD").table.row(0, named=True)
     assert d["event_id"] == "d2" and d["ancestor_event_ids"] == ["d1", "d0"]
+    assert d["ancestor_read_events"] == ["d1", "d4"]  # d4 has no trace: lineage finds it
     none = externalization(Store(hand_store), "dE")
     assert none.table.height == 0 and none.info["externalized"] is False
 
@@ -121,3 +127,12 @@ def test_unknown_delegation_is_bench_error(hand_store):
     with pytest.raises(BenchError) as e:
         blast_radius(Store(hand_store), "nope")
     assert e.value.field == "delegation"
+
+
+def test_divergence_predicate_ii_no_ancestor_link_to_issuance(hand_store):
+    # (ii) counts events of d whose span chain never reaches issue(d)'s span:
+    # dE: e2 is in TA under a2 (dA's span), e3 descends e1 -> e0 = issue(dE): only e2;
+    # dD: d4 and the approval d3 have no span at all; d1, d2 descend from d0
+    r = divergence(Store(hand_store)).table
+    nd = dict(zip(r["delegation_id"], r["n_not_descended"]))
+    assert nd == {"dA": 0, "dB": 0, "dC": 0, "dD": 2, "dE": 1}
