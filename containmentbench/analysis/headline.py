@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -207,10 +208,15 @@ def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
             "figure": figure}
 
 
-def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str) -> list[str]:
-    """The table with aligned columns, then the sentences; ``esc`` escapes every cell."""
+def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
+           two_line_head: bool = False) -> list[str]:
+    """The table with aligned columns, then the sentences; ``esc`` escapes every cell.
+    ``two_line_head``: the quantity on one header line and its stages on the next (the
+    terminal's narrower table; Markdown has one header row)."""
     qs = doc["quantities"]
-    head = ["defense"] + [f"{q['display']} ({scope_label(q['stage'])})" for q in qs]
+    scopes = ["", *(f"({scope_label(q['stage'])})" for q in qs)]
+    head = ["defense"] + [q["display"] if two_line_head else
+                          f"{q['display']} ({scope_label(q['stage'])})" for q in qs]
     by = {(r["defense"], r["metric"]): r for r in doc["findings"]}
     defenses = list(dict.fromkeys(r["defense"] for r in doc["findings"]))
     body = [[d] + [cell(by[(d, q["metric"])]) if (d, q["metric"]) in by else "N/A"
@@ -218,14 +224,16 @@ def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str) -> list
     ns = [sorted({by[(d, q["metric"])]["N"] for d in defenses if (d, q["metric"]) in by})
           for q in qs]
     body.append(["N per defense"] + [", ".join(map(str, n)) for n in ns])
-    grid = [[esc(c) for c in row] for row in [head, *body]]
+    heads = [head, scopes] if two_line_head else [head]
+    grid = [[esc(c) for c in row] for row in [*heads, *body]]
     w = [max(len(row[i]) for row in grid) for i in range(len(head))]
 
     def fmt(row: list[str]) -> str:
         return "| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(row)) + " |"
 
-    return [fmt(grid[0]), "| " + " | ".join(rule * x for x in w) + " |",
-            *(fmt(r) for r in grid[1:]), "", *(f"- {esc(x)}" for x in doc["sentences"])]
+    n = len(heads)
+    return [*(fmt(r) for r in grid[:n]), "| " + " | ".join(rule * x for x in w) + " |",
+            *(fmt(r) for r in grid[n:]), "", *(f"- {esc(x)}" for x in doc["sentences"])]
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
@@ -242,5 +250,19 @@ def text(doc: Mapping[str, Any]) -> str:
 
     lines = [f"Headline: study {visible(doc['study'])}, model {visible(doc['models'])}",
              visible(doc["note"]), visible(doc["question"]), f"Estimates: {METHOD}.", "",
-             *_lines(doc, visible, "-")]
+             *_lines(doc, visible, "-", two_line_head=True)]
     return "\n".join(lines) + "\n"
+
+
+def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path) -> list[Path]:
+    """The headline's figure (``figures/``) and ``tables/headline.{json,md}`` of the run
+    folder ``out``; returns the paths written."""
+    from containmentbench.analysis import headline_figure
+    from containmentbench.integrity import writer
+
+    paths = headline_figure.draw(found.frame, ctx, out / "figures")
+    png = f"figures/{headline_figure.NAME}.png"
+    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None)
+    writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
+    writer.write_text(out / "tables" / "headline.md", markdown(doc), kind="tables")
+    return [*paths, out / "tables" / "headline.json", out / "tables" / "headline.md"]

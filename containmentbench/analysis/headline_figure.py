@@ -84,7 +84,12 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path) -> list[Path]:
         ax.set_ylabel(_axis(Y, by[next(d for d in defenses if (d, Y) in by), Y]["stage"]))
         if panels:
             stage = next(r["stage"] for r in by.values() if r["metric"] == panels[j])
-            ax.set_xlim(-0.03, 1.03)
+            lows = [r["ci_low"] for r in by.values() if r["metric"] == panels[j]
+                    and r["ci_low"] is not None]
+            # every defense above 0.5: zoom in (the axis says where it starts) so points
+            # near 1 stay apart; otherwise the whole 0-1 range
+            left = 0.1 * int(min(lows) * 10) - 0.03 if lows and min(lows) > 0.5 else -0.03
+            ax.set_xlim(left, 1.03)
             ax.set_xlabel(_axis(panels[j], stage) + "  (higher is better)")
             ax.set_title(f"{TERMS[Y].display} vs {TERMS[panels[j]].display.lower()}",
                          fontsize=10)

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis import figures, headline_figure, tables
+from containmentbench.analysis import figures, tables
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
 from containmentbench.analysis.paired import Settings, zero_events
@@ -28,7 +28,7 @@ from containmentbench.analysis.parts import (
 )
 from containmentbench.analysis.results import results_table
 from containmentbench.analysis.seeds import interval_rows
-from containmentbench.analysis.writers import KIND, Table, write
+from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen, writer
 
@@ -130,11 +130,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     for t in fig_tables:
         written += write(t, out / "figures")
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
-    fig_paths += headline_figure.draw(found.frame, ctx, out / "figures")
-    doc = H.document(ctx, found.frame, claims, f"figures/{headline_figure.NAME}.png"
-                     if (out / "figures" / f"{headline_figure.NAME}.png").exists() else None)
-    writer.write_json(out / "tables" / "headline.json", doc, kind=KIND, sort_keys=False)
-    writer.write_text(out / "tables" / "headline.md", H.markdown(doc), kind=KIND)
+    fig_paths += [p for p in H.write(found, ctx, claims, out) if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)
     written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
                      formats=("parquet", "csv"))

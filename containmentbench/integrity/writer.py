@@ -802,3 +802,16 @@ def no_space(exc: OSError, path: Path) -> BenchError | None:
         return BenchError("no space left on the device while writing this output",
                           file=str(exc.filename or path))
     return None
+
+
+def stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null (the CLI after its reader closed the pipe, so the
+    interpreter's last flush at exit writes nowhere instead of raising). Writes no file."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
