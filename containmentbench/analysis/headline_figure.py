@@ -88,7 +88,8 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path) -> list[Path]:
                     and r["ci_low"] is not None]
             # every defense above 0.5: zoom in (the axis says where it starts) so points
             # near 1 stay apart; otherwise the whole 0-1 range
-            left = 0.1 * int(min(lows) * 10) - 0.03 if lows and min(lows) > 0.5 else -0.03
+            left = (max(0.0, 0.1 * int(min(lows) * 10) - 0.1) - 0.03
+                    if lows and min(lows) > 0.5 else -0.03)
             ax.set_xlim(left, 1.03)
             ax.set_xlabel(_axis(panels[j], stage) + "  (higher is better)")
             ax.set_title(f"{TERMS[Y].display} vs {TERMS[panels[j]].display.lower()}",

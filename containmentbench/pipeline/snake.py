@@ -182,8 +182,12 @@ class Study:
     def finish(self) -> None:
         """From the Snakefile's ``onsuccess`` (a real run that ran jobs): every model's
         verified headline and report path, then the cross-model comparison
-        (``report/summary.py``), so the terminal ends with the numbers, not only paths."""
-        if not self.main_process:
+        (``report/summary.py``), so the terminal ends with the numbers, not only paths.
+        ``CB_HEADLINE=0`` leaves it to the caller (``make run`` prints it itself, also when
+        Snakemake had nothing to do)."""
+        import os
+
+        if not self.main_process or os.environ.get("CB_HEADLINE") == "0":
             return
         from containmentbench.report.summary import study_text
 

@@ -166,7 +166,7 @@ class Report:
         others = " ".join(H.link(f"../{rel[:-8]}.{s}", s) for s in ("csv", "md", "tex")
                           if (self.run.path / f"{rel[:-8]}.{s}").exists())
         key += p.stem  # anchors: t-<key>, table-<key>
-        return (f'<p class="hash">{rel} · sha256 {digest} · {others}</p><div class="tbox">'
+        return (f'<p class="hash">{rel} sha256 {digest} · {others}</p><div class="tbox">'
                 + H.table(df.columns, df.iter_rows(), caption=cap, extra=extra,
                           extra_cells=cells, table_id=f"table-{key}") + "</div>")
 

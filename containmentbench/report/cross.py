@@ -45,7 +45,7 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
     figures: dict[str, Path] = {}
     parts = [f'<p class="question"><b>{H.escape(doc["question"])}</b> '
              f'<span class="small">{H.escape(doc["method"])}.</span></p>',
-             '<h2 id="models">Each model\'s headline</h2><div class="pairfig">']
+             '<h2 id="models">Each model\'s headline</h2><div class="models">']
     for run in runs:
         slug = run.name
         mine, why = _model_headline(run)
@@ -58,8 +58,10 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
             figures[f"figures/{slug}.png"] = fig
             parts.append(f'<figure class="hl-fig"><img src="figures/{H.escape(slug)}.png" '
                          f'alt="operating points of {H.escape(slug)}"></figure>')
-        parts.append(HL.findings_table(mine, root=f"../../{slug}/report/",
-                                       table_id=f"findings-{slug}") + "</div>")
+        parts.append('<div class="tbox">' + HL.findings_table(
+            mine, root=f"../../{slug}/report/", table_id=f"findings-{slug}")
+            + f'</div><p class="small">{H.link(f"../../{slug}/report/index.html", "its report")}'
+            "</p></div>")
     parts.append("</div>")
     parts.append('<h2 id="deltas">Paired deltas</h2><ul class="sentences">'
                  + "".join(f"<li>{H.escape(x)}</li>" for x in doc["sentences"]) + "</ul>")
@@ -71,8 +73,11 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
                  '<div class="tbox">' + H.table(df.columns, df.iter_rows(), caption=cap,
                                                 table_id="table-cross_model_by_defense")
                  + "</div>")
+    nav = [("#models", "Headlines"), ("#deltas", "Paired deltas"),
+           *((f"../../{r.name}/report/index.html", f"{r.name} report") for r in runs)]
     page = H.page(f"Cross-model report: {doc['study']}", "".join(parts),
-                  sim_note=doc["note"] if doc.get("simulated_agent") else None)
+                  sim_note=doc["note"] if doc.get("simulated_agent") else None,
+                  nav_links=nav)
     # a different earlier report is replaced only under --force (writer.forcing)
     with writer.building_dir(out / "report", "report", identical=_same) as b:
         b.put_text("index.html", page)

@@ -57,7 +57,7 @@ def section(doc: Mapping[str, Any], root: str = "", figure: str | None = None,
     sentences = "".join(f"<li>{escape(s)}</li>" for s in doc["sentences"])
     return (f'<section id="headline"><p class="question"><b>{escape(doc["question"])}</b> '
             f'<span class="small">{escape(doc["method"])}.</span></p>{fig}'
-            + findings_table(doc, root) +
+            + '<div class="tbox">' + findings_table(doc, root) + "</div>" +
             f'<ul class="sentences">{sentences}</ul>{links}</section>')
 
 

@@ -49,6 +49,8 @@ pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;max-width
 .hl-fig img{max-height:440px;max-width:100%;display:block;margin:0 auto}
 .hl-fig{margin:2px 0}
 table.findings td,table.findings th{font-size:12.5px;padding:2px 8px}
+table.findings td{white-space:nowrap}
+.models{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:16px}
 table.findings a{text-decoration:none}
 .small{font-size:11px;color:#666}
 ul.sentences{margin:6px 0 10px;padding-left:20px}ul.sentences li{margin:2px 0}
@@ -95,11 +97,14 @@ NAV = (("index.html", "Headline"), ("index.html#tables", "Tables"),
 
 
 def page(title: str, body: str, *, root: str = "", sim_note: str | None = None,
-         scripts: Sequence[str] = (), data: str = "") -> str:
+         scripts: Sequence[str] = (), data: str = "",
+         nav_links: Sequence[tuple[str, str]] | None = None) -> str:
     """A page. ``scripts``: inline script texts (hashed into the CSP); ``data``: a JSON data
     block (``<script type="application/json">``, never executed; its text must come from
-    :func:`json_block`)."""
-    nav = "".join(f'<a href="{root}{href}">{escape(label)}</a>' for href, label in NAV)
+    :func:`json_block`); ``nav_links``: the header's (href, label) pairs when the page is not
+    a run's report page."""
+    links = NAV if nav_links is None else nav_links
+    nav = "".join(f'<a href="{root}{href}">{escape(label)}</a>' for href, label in links)
     note = f'<div class="sim">{escape(sim_note)}</div>' if sim_note else ""
     # every value in ``body`` is escaped, so an ``<img`` there is one this module's callers
     # wrote: only then may the page load images
