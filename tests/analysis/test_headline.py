@@ -125,5 +125,5 @@ def test_documents_are_deterministic_and_inert():
     text, md = H.text(doc), H.markdown(doc)
     assert "\x1b" not in text and "\\x1b" in text  # a terminal shows it, never obeys it
     assert "0 of 32 (≤ 0.1875)" in text and "0 of 32 (≤ 0.1875)" in md
-    head = [ln for ln in md.splitlines() if ln.startswith("| defense")][0]
+    head = next(ln for ln in md.splitlines() if ln.startswith("| defense"))
     assert "Committed policy violation (all stages)" in head

@@ -28,7 +28,7 @@ def test_states_follow_outputs_and_times(tmp_path):
     for sid in ("a", "b"):
         _touch(root / "traces" / sid, "SHA256SUMS", 1000)
     t = 2000
-    for step, outputs, _ in OURS:
+    for _, outputs, _ in OURS:
         for rel in outputs:
             _touch(root, rel, t)
         t += 10

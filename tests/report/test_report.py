@@ -183,7 +183,7 @@ def test_headline_is_the_first_screen(run_dir):
         < order.index("table25_paired_comparisons") < order.index("stage_means")
 
 
-def H_escape(text):  # noqa: N802
+def H_escape(text):
     from html import escape
     return escape(text)
 
