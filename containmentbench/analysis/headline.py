@@ -203,7 +203,10 @@ def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
             "backends": ctx.backends, "simulated_agent": ctx.sim,
             "note": ctx.caption("").strip(), "question": QUESTION, "method": METHOD,
             "quantities": quantities, "findings": rows,
-            "sentences": answer_sentences(rows) + [comparison_sentence(c) for c in claims]
+            # a claim the study cannot measure (no matched pairs: its stage or a defense is
+            # absent) is left out, not stated as a finding
+            "sentences": answer_sentences(rows) + [comparison_sentence(c) for c in claims
+                                                   if c.n_pairs]
             + zero_event_sentences(rows),
             "figure": figure}
 

@@ -114,6 +114,11 @@ def test_answer_and_zero_event_sentences():
                      "scenarios); the one-sided 95% upper bound is 18.75% (scenario-cluster "
                      "rule of three).")
     assert "ledger is higher than none (better)" in " ".join(s)
+    # a claim the study cannot measure (no matched pairs) is left out
+    empty = Comparison("none", "ledger", "recovery_success", "memory_recovery", 0, None, None,
+                       None, None, None, None)
+    assert H.document(Context(df), t.frame, [empty], None)["sentences"] == \
+        H.document(Context(df), t.frame, [], None)["sentences"]
 
 
 def test_documents_are_deterministic_and_inert():
