@@ -59,7 +59,11 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path) -> list[Path]:
     if not any((d, Y) in by for d in defenses):
         return []
     panels = [m for m in PANELS if any((d, m) in by for d in defenses)]
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6.2 * max(1, len(panels)), 4.3),
+    n = max(1, len(panels))
+    # one panel: wide enough for the title; the legend in rows that fit the width
+    ncol = min(len(defenses), 7 if n > 1 else 4)
+    rows = -(-len(defenses) // ncol)
+    fig, axes = plt.subplots(1, n, figsize=(max(9.0, 6.2 * n), 4.0 + 0.25 * rows),
                              squeeze=False)
     top = max([by[(d, Y)]["ci_high"] or 0 for d in defenses if (d, Y) in by]
               + [by[(d, Y)]["zero_event_bound"] or 0 for d in defenses if (d, Y) in by]
@@ -101,7 +105,7 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path) -> list[Path]:
     fig.suptitle(f"Security-utility operating points, 95% scenario-cluster intervals; dashed: "
                  f"one-sided bound after zero events\nmodel {ctx.models}"
                  + (" (simulated agent)" if ctx.sim else ""), fontsize=9)
-    fig.legend(loc="lower center", ncol=min(7, len(defenses)), fontsize=8, frameon=False,
+    fig.legend(loc="lower center", ncol=ncol, fontsize=8, frameon=False,
                bbox_to_anchor=(0.5, 0.035))
-    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 + 0.06 * rows, 1, 1))
     return save(fig, out, NAME, ctx)
