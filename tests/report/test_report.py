@@ -294,3 +294,20 @@ def test_serve_makes_any_rollout_page_on_demand(run_dir):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_headline_prints_only_a_verified_study(run_dir, tmp_path, capsys):
+    """`containmentbench headline`: the frozen numbers and the report's path; a study that
+    fails verify gets no headline, only a one-line error."""
+    capsys.readouterr()
+    assert run_cli("headline", run_dir) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Headline: study adhoc") and "| defense" in out
+    assert f"report: {(run_dir / 'report' / 'index.html').resolve()}" in out
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    t = copy / "tables" / "table09_security_positive_control.csv"
+    t.write_bytes(t.read_bytes() + b"\n")
+    assert run_cli("headline", copy) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "mismatch" in cap.err
