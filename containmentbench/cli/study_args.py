@@ -82,8 +82,11 @@ def run_dirs(tokens: list[str], verb: str) -> list[Path]:
     dirs = [run_dir(d) for d in runs(tokens, verb)]
     missing = [d for d in dirs if not d.is_dir()]
     if missing:
-        raise BenchError(f"the study has not run yet: no {missing[0]} (run snakemake --cores "
-                         f"2 --config {' '.join(tokens)})", file=str(missing[0]))
+        study = [t for t in tokens if t.startswith("study=")]
+        rest = [t for t in tokens if not t.startswith("study=")]
+        cmd = " ".join([*study, *([f"'overrides=[{','.join(rest)}]'"] if rest else [])])
+        raise BenchError(f"the study has not run yet: no {missing[0]} (run it: snakemake "
+                         f"--cores 2 --config {cmd})", file=str(missing[0]))
     return dirs
 
 
