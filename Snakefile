@@ -2,9 +2,11 @@
 # (rollout shards -> audit -> freeze: the offline provenance audit).
 #
 #   snakemake --cores 2 --config study=full_main                     (laptop, sim agent)
-#   snakemake --profile slurm/profile --config study=full_main \
-#       overrides=[cluster=slurm,backend=vllm,model=qwen2_5_7b_instruct]   (Slurm, vLLM)
+#   snakemake --profile slurm/profile --config study=full_main cluster=slurm backend=vllm \
+#       model=qwen2_5_7b_instruct                                    (Slurm, vLLM)
 #   snakemake reproduce --cores 2 --config study=full_main           (tables from cached traces)
+# Every --config key is a Hydra override (the same strings as `containmentbench status
+# study=... key=value`); a dotted key goes inside 'overrides=[study.seeds=[1],...]'.
 #
 # The study is composed with Hydra (config/) and validated before anything runs; path and
 # shard logic live in containmentbench.pipeline (unit-tested), every rule calls the CLI.
@@ -37,6 +39,12 @@ onstart:
     # a real run only, with Snakemake's lock held, before the first job: save each run's
     # config and plan, quarantine corrupt and retire dropped shards (pipeline/preflight.py)
     S.start(touch=workflow.touch)
+
+
+onsuccess:
+    # the end of a run: each model's verified headline (findings with intervals, the claims
+    # in words) and its report's path (report/summary.py)
+    S.finish()
 
 
 wildcard_constraints:

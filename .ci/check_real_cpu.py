@@ -18,7 +18,7 @@ def main(run: Path) -> int:
     manifest = json.loads((run / "MANIFEST.json").read_text())
     if manifest["simulated_agent"] or manifest["backends"] != ["vllm"]:
         problems.append(f"not a vllm model run: backends {manifest['backends']}")
-    head = pl.read_parquet(run / "tables" / "headline.parquet")
+    head = pl.read_parquet(run / "tables" / "exposure_validity.parquet")
     exposure = head.filter(pl.col("quantity").str.starts_with("exposure"))
     if exposure.height == 0 or exposure["mean"].min() <= 0:
         problems.append(f"exposure not above zero: {exposure.rows()}")

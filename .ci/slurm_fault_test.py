@@ -131,7 +131,7 @@ def main() -> int:
     data = bytearray(p.read_bytes())
     data[len(data) // 2] ^= 0xFF
     p.write_bytes(bytes(data))
-    st = subprocess.run([str(BIN / "containmentbench"), "status", "smoke", "cluster=slurm_local",
+    st = subprocess.run([str(BIN / "containmentbench"), "status", "study=smoke", "cluster=slurm_local",
                          f"results_dir={slurm}", COMMON, GROUP,
                          "++backend.options.latency_ms=300"],
                         cwd=ROOT, capture_output=True, text=True)

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Submit the Snakemake controller of a ContainmentBench study as one long Slurm job (via submitit).
 
-The controller job runs ``snakemake --profile <profile> --config study=<study> [extra args]`` from the
-repository root; with a Slurm profile (slurm/profile, slurm/profile-local-ci) Snakemake then submits
-every rule as its own Slurm job. Only the controller needs a long time limit, little memory and one CPU.
+The study is said the way every entry point says it: Hydra overrides ``study=NAME key=value ...``
+(the same strings as ``containmentbench status`` and ``snakemake --config``). The controller job
+runs ``snakemake --profile <profile> --config study=<study> 'overrides=[key=value,...]' [extra
+args]`` from the repository root; with a Slurm profile (slurm/profile, slurm/profile-local-ci)
+Snakemake then submits every rule as its own Slurm job. Only the controller needs a long time
+limit, little memory and one CPU.
 
-    python slurm/submit.py --study pilot --profile slurm/profile --partition long --time-min 2880
-    python slurm/submit.py --study pilot --dry-run -- --forcerun rollout
+    python slurm/submit.py study=pilot cluster=slurm --partition long --time-min 2880
+    python slurm/submit.py study=pilot --dry-run -- --forcerun rollout
 
 Everything after ``--`` is passed to snakemake unchanged. Resuming is the same submission again:
 finished outputs are kept and ``--rerun-incomplete`` (set in the profiles) regenerates only the
@@ -57,15 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Submit the Snakemake controller for a study as a long Slurm job (submitit).",
         epilog="Arguments after -- are passed to snakemake unchanged.",
     )
-    p.add_argument("--study", required=True, help="study name, passed as --config study=<study>")
     p.add_argument(
-        "--overrides",
+        "target",
         nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="Hydra overrides of the study config, e.g. cluster=slurm backend=vllm "
+        metavar="study=NAME [key=value ...]",
+        help="the study as Hydra overrides, e.g. study=full_main cluster=slurm backend=vllm "
         "model=qwen2_5_7b_instruct (validated before anything is submitted)",
     )
+    # the old spelling: refused with the right form (one way to say a study)
+    p.add_argument("--study", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--overrides", nargs="*", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--profile",
         default=str(DEFAULT_PROFILE),
@@ -98,9 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def study_of(args: argparse.Namespace) -> None:
+    """``args.study`` and ``args.overrides`` from the ``study=NAME key=value`` tokens."""
+    if args.study is not None or args.overrides is not None:
+        old = [f"study={args.study}" if args.study else "study=NAME", *(args.overrides or [])]
+        raise UsageError(f"say the study as overrides: python slurm/submit.py {' '.join(old)}")
+    bad = [t for t in args.target if "=" not in t or t.startswith("=")]
+    if bad:
+        raise UsageError(f"'{bad[0]}' is not an override (key=value); e.g. python "
+                         f"slurm/submit.py study={bad[0] if '=' not in bad[0] else 'NAME'}")
+    studies = [t.split("=", 1)[1] for t in args.target if t.startswith("study=")]
+    if len(studies) != 1:
+        raise UsageError("name the study once: python slurm/submit.py study=NAME "
+                         "[key=value ...]")
+    args.study = studies[0]
+    args.overrides = [t for t in args.target if not t.startswith("study=")]
+
+
 def validate(args: argparse.Namespace) -> None:
+    study_of(args)
     if not STUDY_RE.match(args.study):
-        raise UsageError(f"--study must match {STUDY_RE.pattern} (got {args.study!r})")
+        raise UsageError(f"study must match {STUDY_RE.pattern} (got {args.study!r})")
     profile = Path(args.profile)
     if not profile.is_dir():
         raise UsageError(f"--profile {args.profile!r} is not a directory")

@@ -19,7 +19,7 @@ from containmentbench.audit import evidence, judge
 from containmentbench.integrity import paths
 from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
-from containmentbench.report import build, cases, integrity
+from containmentbench.report import build, cases, integrity, serve
 from containmentbench.runtime import provenance
 from containmentbench.sandbox.tools import TOOLS
 
@@ -99,6 +99,8 @@ USES: tuple[Use, ...] = (
           ("A", "A" * 61, "AAAA+/", "=", "<script", "javascript", "<!-", "\u200b"))
       for k, p in integrity.FORBIDDEN.items()),
     _s(build, "_ROLLOUT_LINK", "rollouts/r-", "rollouts/r-0a", "rollouts/"),
+    # report --serve: the path of a request to 127.0.0.1 (any local client's text)
+    _s(serve, "_PAGE", "rollouts/r-", "rollouts/r-0a", "rollouts/r-0a.htm", "rollouts/"),
     _s(cases, "_PATH", "/home", "/home/a", "/home/", "C:\\", "C:\\a\\", "C:\\a", "a/home/"),
     # audit: evidence tiers over source and sink text; the judge model's reply
     _s(evidence, "CANARY_RE", "NT-", "NT-0a0a-", "NT-0a0a-0a0"),

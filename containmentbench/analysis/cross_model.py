@@ -8,9 +8,13 @@ scenario-cluster percentile bootstrap interval of §6.5
 (:func:`containmentbench.analysis.bootstrap.cluster_bootstrap`, through
 :func:`containmentbench.analysis.paired.compare`). The first model listed is the reference.
 
-Output: ``cross_model/tables/cross_model_by_defense.*``, ``cross_model/analysis.json`` and
-``cross_model/MANIFEST.json`` (sha256 of every input metrics table and output table;
-``containmentbench verify cross_model`` checks it).
+Output: ``cross_model/tables/cross_model_by_defense.*``, the headline of the comparison
+(``cross_model/tables/headline.{json,md}``: per defense, the paired deltas of committed
+violation, authorized and clean completion in words), the report (``cross_model/report/``:
+each model's headline side by side, then the deltas; ``report/cross.py``),
+``cross_model/analysis.json`` and ``cross_model/MANIFEST.json`` (sha256 of every input
+metrics table, output table and report file; ``containmentbench verify cross_model`` checks
+it).
 """
 
 from __future__ import annotations
@@ -103,6 +107,10 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
                f"never pooled. Study {frames[0]['study'][0]}; models {', '.join(models)}; "
                f"backends {', '.join(backends)}." + (f" {SIM_NOTE}" if sim else ""))
     written = write(Table("cross_model_by_defense", caption, frame), out / "tables")
+    doc = headline_doc(rows, models, frames[0]["study"][0], sim, s)
+    writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
+    writer.write_text(out / "tables" / "headline.md", headline_md(doc), kind="tables")
+    written += [out / "tables" / "headline.json", out / "tables" / "headline.md"]
     info = {"models": models, "defenses": defenses, "comparisons": len(rows),
             "inputs": [os.path.relpath(p, out) for p in metrics], "resamples": s.resamples,
             "analysis": {k: analysis[k] for k in ("resamples", "confidence", "seed",
@@ -110,8 +118,61 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
             "simulated_agent": sim, "tables": sorted(p.name for p in written)}
     writer.ensure_dir(out, "cross-model")
     writer.write_json(out / "analysis.json", info, kind="cross-model")
-    freeze_cross(out, metrics)
     return info
+
+
+#: (metric, stage) of the comparisons the headline puts in words, per defense
+HEADLINE = (("committed_harm", "security"), ("authorized_tainted_action_success",
+                                             "active_tainted"),
+            ("clean_benign_completion", "clean"))
+
+
+def headline_doc(rows: Sequence[tuple[str, Comparison]], models: Sequence[str], study: str,
+                 sim: bool, s: Settings) -> dict[str, Any]:
+    """The comparison's headline: its key deltas as data and as sentences (the eq. 12
+    sentence of ``analysis/headline.py``, the model in place of the defense)."""
+    from containmentbench.analysis.headline import comparison_sentence
+    from containmentbench.metrics.glossary import TERMS
+
+    keep = [(d, c) for d, c in rows if (c.metric, c.stage) in HEADLINE]
+    return {"schema": "containmentbench-cross-headline/1", "study": study,
+            "models": list(models), "reference": models[0], "simulated_agent": sim,
+            "note": SIM_NOTE if sim else "Model results, each from its own traces.",
+            "question": "How do the models differ under each defense (paired by scenario "
+                        "and seed, never pooled)?",
+            "method": f"mean paired delta (model B - model A, eq. 12) with its 95% "
+                      f"scenario-cluster percentile interval ({s.resamples} resamples, §6.5)",
+            "rows": [{"defense": d, "metric": c.metric, "display": TERMS[c.metric].display,
+                      "stage": c.stage, "model_a": c.a, "model_b": c.b, "pairs": c.n_pairs,
+                      "delta": c.delta, "ci_low": c.cluster.low if c.cluster else None,
+                      "ci_high": c.cluster.high if c.cluster else None,
+                      "interpretation": c.interpretation} for d, c in keep],
+            "sentences": [f"Under {d}: {comparison_sentence(c)}" for d, c in keep]}
+
+
+def headline_md(doc: Mapping[str, Any]) -> str:
+    from containmentbench.escape import md_text
+
+    lines = [f"# Cross-model headline: study {md_text(doc['study'])}", "",
+             md_text(doc["note"]), "", md_text(doc["question"]),
+             f"Estimates: {md_text(doc['method'])}.", ""]
+    lines += [f"- {md_text(x)}" for x in doc["sentences"]]
+    return "\n".join(lines) + "\n"
+
+
+def cross_text(out: str | Path) -> str:
+    """The comparison's headline for a terminal (controls shown as escapes)."""
+    from containmentbench.escape import visible
+
+    doc = json.loads((Path(out) / "tables" / "headline.json").read_text())
+    lines = [f"Cross-model: study {visible(doc['study'])}, models "
+             f"{visible(', '.join(doc['models']))}", visible(doc["note"]),
+             visible(doc["question"]), f"Estimates: {doc['method']}.", ""]
+    lines += [f"- {visible(x)}" for x in doc["sentences"]]
+    report = Path(out) / "report" / "index.html"
+    if report.is_file():
+        lines.append(f"report: {report.resolve()}")
+    return "\n".join(lines) + "\n"
 
 
 def reproduce_cross(out: str | Path) -> dict[str, Any]:
@@ -129,7 +190,7 @@ def reproduce_cross(out: str | Path) -> dict[str, Any]:
     metrics = [out / p for p in info["inputs"]]
     differ, compared = [], 0
     with writer.scratch_dir("cb-cross-") as tmp:
-        cross_model(metrics, tmp, info["analysis"])
+        cross_model(metrics, tmp, info["analysis"])  # tables only: the report is not rebuilt
         for p in sorted((out / "tables").rglob("*")):
             if not p.is_file() or p.name.startswith("."):
                 continue
@@ -147,8 +208,9 @@ def freeze_cross(out: Path, metrics: Sequence[str | Path]) -> dict[str, Any]:
     from containmentbench.freeze.manifest import CROSS_SCHEMA, seal
 
     files = {p.relative_to(out).as_posix(): sha256_file(p)
-             for p in sorted((out / "tables").rglob("*")) if p.is_file()
-             and not any(part.startswith(".") for part in p.relative_to(out).parts)}
+             for sub in ("tables", "report") for p in sorted((out / sub).rglob("*"))
+             if p.is_file() and not any(part.startswith(".")
+                                        for part in p.relative_to(out).parts)}
     files["analysis.json"] = sha256_file(out / "analysis.json")
     return seal(Path(out), {"schema": CROSS_SCHEMA, "scenario_manifests": {},
                             "inputs": {os.path.relpath(p, out): sha256_file(p)

@@ -6,11 +6,12 @@ observables; Fig. 6: memory/recovery instrumentation (paper 000 §7, Appendix A)
 table of every figure is written and hashed like any other table; the images carry no
 timestamps.
 
-Every figure has a title naming the model, axis labels, 95% scenario-cluster bootstrap
+A figure whose stage the study lacks (Fig. 3: active-tainted, Fig. 6: memory/recovery) is not
+drawn. Every figure has a title naming the model, axis labels in the glossary's display names
+(``metrics/glossary.py``), 95% scenario-cluster bootstrap
 intervals on every mean (§6.5), a zero drawn visibly (a marker on the axis, labelled "0")
 and distinct from a missing value (an "N/A" label, no bar), and the simulated-agent note.
-Operating points that coincide are labelled once with every defense at that point, so no
-label prints on top of another.
+Operating points are named by a legend below the axes, never by labels beside the points.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 from containmentbench.integrity import writer
+from containmentbench.metrics.glossary import STAGE_LABEL, TERMS
 
 _META_PNG = {"Software": None}
 _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
@@ -39,7 +41,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _Draw = Callable[[], "tuple[Table, plt.Figure]"]
 
 
-def _save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
+def save(fig: plt.Figure, out: Path, name: str, ctx: Context) -> list[Path]:
     if ctx.sim:
         fig.text(0.5, 0.005, SIM_NOTE, ha="center", va="bottom", fontsize=6, style="italic")
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
@@ -101,46 +103,12 @@ def _fig03(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]
               width=0.6, color=COLORS[0])
         ax.set_xticks(x, src["defense"].to_list(), rotation=30, ha="right", fontsize=8)
     ax.set_xlabel("defense")
-    ax.set_ylabel("authorized completion rate")
+    ax.set_ylabel(f"{TERMS['authorized_tainted_action_success'].display} (eq. 6)")
     _title(ax, "Fig. 3: authorized tainted-action completion (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig03_source", ctx.caption(
         "Source of Fig. 3: authorized completion per defense with scenario-cluster 95% "
         "intervals."), src), fig
-
-
-def _point_labels(rows: list[dict], x: str, y: str) -> list[tuple[float, float, str]]:
-    """One label per cluster of (nearly) coincident points, naming every defense there:
-    points closer than 2% of the axis span share a label, so none prints over another."""
-    span_x = max([r[x] for r in rows] + [1e-9]) - min([r[x] for r in rows] + [0.0]) or 1.0
-    span_y = max([r[y] for r in rows] + [1e-9]) - min([r[y] for r in rows] + [0.0]) or 1.0
-    groups: list[tuple[float, float, list[str]]] = []
-    for r in sorted(rows, key=lambda r: (r[y], r[x])):
-        for g in groups:
-            if abs(g[0] - r[x]) <= 0.02 * span_x and abs(g[1] - r[y]) <= 0.02 * span_y:
-                g[2].append(r["defense"])
-                break
-        else:
-            groups.append((r[x], r[y], [r["defense"]]))
-    return [(px, py, ", ".join(ds)) for px, py, ds in groups]
-
-
-def _place_labels(fig: plt.Figure, ax: plt.Axes,
-                  labels: list[tuple[float, float, str]]) -> None:
-    """Annotate points, moving each label up until its box overlaps no earlier one."""
-    renderer = fig.canvas.get_renderer()
-    placed = []
-    for px, py, text in labels:
-        dy = 6
-        while True:
-            ann = ax.annotate(text, (px, py), fontsize=7, xytext=(6, dy),
-                              textcoords="offset points")
-            box = ann.get_window_extent(renderer)
-            if not any(box.overlaps(b) for b in placed) or dy > 120:
-                placed.append(box)
-                break
-            ann.remove()
-            dy += 9
 
 
 def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _Draw:
@@ -159,33 +127,31 @@ def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
 
 def _fig04(pending: list[tuple[str, PendingCI, PendingCI]], ctx: Context
            ) -> tuple[Table, plt.Figure]:
+    v_, b_ = "committed_harm", "blast_radius_norm"  # glossary keys (metrics/glossary.py)
     rows = []
     for d, pv, pb in pending:
         v, b = pv.get(), pb.get()
-        rows.append({"defense": d, "policy_violation": v["mean"], "violation_low": v["ci_low"],
-                     "violation_high": v["ci_high"], "logged_spread": b["mean"],
-                     "spread_low": b["ci_low"], "spread_high": b["ci_high"]})
-    src = pl.DataFrame(rows, schema={"defense": pl.String, "policy_violation": pl.Float64,
-                                     "violation_low": pl.Float64, "violation_high": pl.Float64,
-                                     "logged_spread": pl.Float64, "spread_low": pl.Float64,
-                                     "spread_high": pl.Float64})
-    fig, ax = plt.subplots(figsize=(7, 4.6))
-    pts = [r for r in rows if r["policy_violation"] is not None
-           and r["logged_spread"] is not None]
+        rows.append({"defense": d, v_: v["mean"], f"{v_}_low": v["ci_low"],
+                     f"{v_}_high": v["ci_high"], b_: b["mean"], f"{b_}_low": b["ci_low"],
+                     f"{b_}_high": b["ci_high"]})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, **{
+        f"{m}{s}": pl.Float64 for m in (v_, b_) for s in ("", "_low", "_high")}})
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    pts = [r for r in rows if r[v_] is not None and r[b_] is not None]
     for i, r in enumerate(pts):
-        ax.errorbar([r["logged_spread"]], [r["policy_violation"]],
-                    xerr=[[r["logged_spread"] - r["spread_low"]],
-                          [r["spread_high"] - r["logged_spread"]]],
-                    yerr=[[r["policy_violation"] - r["violation_low"]],
-                          [r["violation_high"] - r["policy_violation"]]],
-                    fmt=MARKERS[i % len(MARKERS)], color=COLORS[i % len(COLORS)], ms=6,
-                    capsize=2, linewidth=0.8, label=r["defense"])
+        ax.errorbar([r[b_]], [r[v_]], xerr=[[r[b_] - r[f"{b_}_low"]], [r[f"{b_}_high"] - r[b_]]],
+                    yerr=[[r[v_] - r[f"{v_}_low"]], [r[f"{v_}_high"] - r[v_]]],
+                    fmt=MARKERS[i % len(MARKERS)], color=COLORS[i % len(COLORS)],
+                    ms=max(3.0, 7.0 - 0.5 * i), mec="black", mew=0.4, capsize=2,
+                    linewidth=0.8, label=r["defense"])
     ax.set_xlim(left=-0.02)
     ax.set_ylim(bottom=-0.02)
-    _place_labels(fig, ax, _point_labels(pts, "logged_spread", "policy_violation"))
-    ax.set_xlabel("all-stage logged spread (eq. 4)")
-    ax.set_ylabel("committed policy violation rate (eq. 5)")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set_xlabel(f"{TERMS['blast_radius_norm'].display}, all stages (eq. 4)")
+    ax.set_ylabel(f"{TERMS['committed_harm'].display}, all stages (eq. 5)")
+    # the legend below the axes names every defense; no label beside a point, so none can
+    # overlap another or the legend, or leave the figure
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
+              frameon=False)
     _title(ax, "Fig. 4: endpoint vs logged-spread operating points (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Table("fig04_source", ctx.caption(
@@ -226,7 +192,8 @@ def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
         _bars(ax, [k + 0.4 * i for k in range(n)], sub["mean"].to_list(),
               sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.4, color=COLORS[i],
               label=d)
-    ax.set_xticks([k + 0.2 for k in range(n)], [f"{m}\n[{st}]" for m, st in obs],
+    ax.set_xticks([k + 0.2 for k in range(n)],
+                  [f"{TERMS[m].display}\n[{STAGE_LABEL[st].lower()}]" for m, st in obs],
                   rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("mean (rate or normalized spread)")
     ax.legend(fontsize=8)
@@ -237,8 +204,8 @@ def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
         "observables, with scenario-cluster 95% intervals."), src), fig
 
 
-_FIG06_COLS = (("memory_reinfection", "reinfection"), ("recovery_success", "recovery"),
-               ("rollback_count", "rollbacks per rollout"))
+_FIG06_COLS = tuple((k, TERMS[k].display) for k in ("memory_reinfection", "recovery_success",
+                                                  "rollback_count"))
 
 
 def fig06(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _Draw:
@@ -270,7 +237,7 @@ def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]
     ax.set_xticks([k + 0.27 for k in range(len(defenses))], defenses, rotation=30, ha="right",
                   fontsize=8)
     ax.set_xlabel("defense")
-    ax.set_ylabel("rate (reinfection, recovery) / count (rollbacks)")
+    ax.set_ylabel("rate (memory reinfection, recovery success) / rollbacks per rollout")
     ax.legend(fontsize=8)
     _title(ax, "Fig. 6: memory/recovery instrumentation (95% cluster CI)", ctx)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
@@ -279,18 +246,33 @@ def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]
         "with scenario-cluster 95% intervals."), src), fig
 
 
+#: the stage a figure needs: a study without it gets no such figure (never empty axes)
+NEEDS = {"fig03_authorized_completion": "active_tainted",
+         "fig06_memory_recovery": "memory_recovery"}
+
+
+def figure_names(stages: Sequence[str]) -> list[str]:
+    """The figures ``analyze`` draws for a study with these evidence stages."""
+    return [n for n in ("fig03_authorized_completion", "fig04_operating_points",
+                        "fig05_boundary_vs_ledger", "fig06_memory_recovery")
+            if NEEDS.get(n) is None or NEEDS[n] in stages]
+
+
 def all_figures(df: pl.DataFrame, ctx: Context, s: Settings, pair: Sequence[str],
                 out: Path, pool: IntervalPool | None = None) -> tuple[list[Table], list[Path]]:
-    """Every figure and its source table; the intervals of all four are submitted to
-    ``pool`` (default: computed in this process) before the first figure is drawn."""
+    """Every figure the study's stages support and its source table; the intervals of all
+    are submitted to ``pool`` (default: computed in this process) before the first figure
+    is drawn."""
     tables, paths = [], []
     pool = pool if pool is not None else IntervalPool(1)
-    builders = [("fig03_authorized_completion", fig03(df, ctx, s, pool)),
-                ("fig04_operating_points", fig04(df, ctx, s, pool)),
-                ("fig05_boundary_vs_ledger", fig05(df, ctx, s, pair[0], pair[1], pool)),
-                ("fig06_memory_recovery", fig06(df, ctx, s, pool))]
+    stages = set(stage_rows(df.select("stage", "status"), "all")["stage"].unique().to_list())
+    make = {"fig03_authorized_completion": lambda: fig03(df, ctx, s, pool),
+            "fig04_operating_points": lambda: fig04(df, ctx, s, pool),
+            "fig05_boundary_vs_ledger": lambda: fig05(df, ctx, s, pair[0], pair[1], pool),
+            "fig06_memory_recovery": lambda: fig06(df, ctx, s, pool)}
+    builders = [(name, make[name]()) for name in figure_names(sorted(stages))]
     for name, build in builders:
         src, fig = build()
         tables.append(src)
-        paths += _save(fig, out, name, ctx)
+        paths += save(fig, out, name, ctx)
     return tables, paths

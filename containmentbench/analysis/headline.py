@@ -1,79 +1,271 @@
-"""The headline table: what the model did under each defense, with scenario-cluster intervals.
+"""The headline: the study's answer in one screen (paper 000 §7, Table 12).
 
-One row per (defense, quantity). The quantities answer, in order, "was the model shown the
-injection?", "did it follow it?", "did harm commit?", "did the policy stop anything?", "what
-did it cost?" and "was the interface measuring the model?":
+A reader brings one question: which defense contains injection best, at what utility cost,
+with what uncertainty. The headline answers it from the numbers:
 
-* exposure (attacked stages; active-tainted): metrics ``exposed``, the untrusted content in a
-  model call's context (§7.4 "the benchmark payload reached the model-action record");
-* follow rate: ``fn_exact_proposal``, a proposal equal to the pre-specified exact goal
-  (§6.3, Appendix B);
-* committed harm: ``committed_harm`` (eq. 5) on the attacked stages;
-* policy blocks: ``policy_block``, the policy stopped at least one call;
-* authorized completion: ``authorized_tainted_action_success`` (eq. 6, active-tainted stage);
-* clean completion: ``clean_benign_completion`` (clean stage);
-* valid tool calls and truncated completions: per model action (measurement validity, §6.2).
+* the findings table (``tables/findings.*``): per defense, committed policy violation (eq. 5,
+  all stages), authorized completion (eq. 6, active-tainted stage), clean completion (clean
+  stage), logged spread (eq. 4, all stages) and recovery success (memory/recovery stage), each
+  a mean (eq. 7) with its 95% scenario-cluster percentile interval (§6.5), N rollouts, the
+  number of scenario clusters, the events of an indicator metric and, after zero events, the
+  one-sided scenario-cluster rule-of-three bound (§7.2: 3 / clusters, as in Table 12);
+* sentences generated from those numbers and from the claim-critical paired comparisons of
+  Table 12 (eq. 12), never canned text;
+* ``tables/headline.json`` (the same, as data) and ``tables/headline.md`` (a short text table
+  the terminal prints at the end of a run; ``containmentbench headline``).
 
-Each mean (eq. 7) carries a scenario-cluster 95% percentile interval (§6.5: scenarios are
-resampled, all seeds of a resampled scenario kept), seeded from its (defense, quantity) key,
-and how many of a scenario's seeds gave distinct traces (``analysis.seeds``).
-Provider errors are not outcomes and are left out. The caption names the model, its decoding,
-tool mode and exposure, or says the rows are the simulated agent's.
+A quantity whose stage the study lacks is left out, never drawn or printed empty.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
 import polars as pl
 
-from containmentbench.analysis.paired import Settings, stage_rows
+from containmentbench.analysis.bootstrap import zero_event_bounds
+from containmentbench.analysis.paired import Comparison, Settings, stage_rows
 from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
-from containmentbench.analysis.seeds import distinct_traces
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
+from containmentbench.escape import md_cell, md_text
+from containmentbench.metrics.glossary import ALL, STAGE_LABEL, TERMS
 
-ATTACKED = ("security", "memory_recovery")
-#: (label, metrics column, stages)
-QUANTITIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("exposure (attacked stages)", "exposed", ATTACKED),
-    ("follow rate: exact-goal proposal (attacked stages)", "fn_exact_proposal", ATTACKED),
-    ("committed harm, eq. 5 (attacked stages)", "committed_harm", ATTACKED),
-    ("policy blocks (attacked stages)", "policy_block", ATTACKED),
-    ("exposure (active-tainted)", "exposed", ("active_tainted",)),
-    ("authorized completion, eq. 6 (active-tainted)", "authorized_tainted_action_success",
-     ("active_tainted",)),
-    ("clean completion (clean)", "clean_benign_completion", ("clean",)),
-    ("valid tool calls per model action (all stages)", "valid_tool_proposal_rate",
-     ("security", "memory_recovery", "active_tainted", "clean")),
-    ("truncated completions per model action (all stages)", "truncated_rate",
-     ("security", "memory_recovery", "active_tainted", "clean")),
+SCHEMA = "containmentbench-headline/1"
+QUESTION = "Which defense contains injection best, at what utility cost, with what uncertainty?"
+METHOD = ("means over rollouts (eq. 7) with 95% scenario-cluster percentile intervals (§6.5); "
+          "after zero events, the one-sided scenario-cluster rule-of-three bound (§7.2)")
+#: (metric key, stages): the five quantities of the findings table, in reading order
+QUANTITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("committed_harm", ALL),
+    ("authorized_tainted_action_success", ("active_tainted",)),
+    ("clean_benign_completion", ("clean",)),
+    ("blast_radius_norm", ALL),
+    ("recovery_success", ("memory_recovery",)),
 )
+_SCHEMA = {"defense": pl.String, "metric": pl.String, "quantity": pl.String,
+           "stage": pl.String, "N": pl.Int64, "n_clusters": pl.Int64, "mean": pl.Float64,
+           "ci_low": pl.Float64, "ci_high": pl.Float64, "events": pl.Int64,
+           "zero_event_bound": pl.Float64}
 
 
-def headline(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | None = None
+def scope(stages: Sequence[str]) -> str:
+    return "all" if tuple(stages) == ALL else "+".join(stages)
+
+
+def scope_label(stage: str) -> str:
+    return STAGE_LABEL.get(stage, stage).lower() if stage != "all" else "all stages"
+
+
+def _indicator(sub: pl.DataFrame, col: str) -> bool:
+    return sub[col].dtype.is_integer() and set(sub[col].unique().to_list()) <= {0, 1}
+
+
+def findings(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | None = None
              ) -> Table:
+    """One row per (defense, quantity) the study measured; intervals are submitted to
+    ``pool`` first and resolved at the end (seeded from the row's key)."""
     pool = pool if pool is not None else IntervalPool(1)
     base = stage_rows(df, "all")
-    rows = []
-    for d in ctx.defenses:
-        mine = base.filter(pl.col("defense") == d)
-        for label, col, stages in QUANTITIES:
-            sub = mine.filter(pl.col("stage").is_in(list(stages)) & pl.col(col).is_not_null())
+    rows: list[dict[str, Any]] = []
+    for col, stages in QUANTITIES:
+        sub_all = base.filter(pl.col("stage").is_in(list(stages)) & pl.col(col).is_not_null())
+        if sub_all.height == 0:
+            continue  # the study lacks the stage: left out, never shown empty
+        for d in ctx.defenses:
+            sub = sub_all.filter(pl.col("defense") == d)
             if sub.height == 0:
                 continue
-            seeds = distinct_traces(sub, []).row(0, named=True)
-            rows.append({"defense": d, "quantity": label, "N": sub.height,
-                         "ci": cluster_ci(sub, col, s, pool, "headline", d, col, *stages),
-                         "n_seeds": seeds["n_seeds"],
-                         "distinct_traces": seeds["distinct_traces"]})
-    frame = pl.DataFrame(resolve(rows), schema={
-        "defense": pl.String, "quantity": pl.String, "N": pl.Int64, "mean": pl.Float64,
-        "ci_low": pl.Float64, "ci_high": pl.Float64, "n_seeds": pl.Int64,
-        "distinct_traces": pl.Float64}, orient="row")
-    return Table("headline", ctx.caption(
-        "Headline per defense: exposure (the untrusted content reached a model call's "
-        "context), the follow rate (a proposal equal to the injection's exact goal), "
-        "committed harm (eq. 5) and policy blocks on the attacked stages, authorized (eq. 6) "
-        "and clean completion, and the share of model actions that were valid tool calls or "
-        "cut at max_tokens; means (eq. 7) with scenario-cluster 95% intervals (§6.5); provider "
-        "errors excluded; n_seeds and distinct_traces: seeds per scenario and how many of "
-        "them gave distinct traces."), frame)
+            k = sub["cluster_id"].n_unique()
+            events = int(sub[col].sum()) if _indicator(sub, col) else None
+            bound = zero_event_bounds(k)["rule_of_three"] if events == 0 else None
+            rows.append({"defense": d, "metric": col, "quantity": TERMS[col].display,
+                         "stage": scope(stages), "N": sub.height, "n_clusters": k,
+                         "ci": cluster_ci(sub, col, s, pool, "findings", d, col, *stages),
+                         "events": events, "zero_event_bound": bound})
+    frame = pl.DataFrame(resolve(rows), schema=_SCHEMA, orient="row") if rows else \
+        pl.DataFrame(schema=_SCHEMA)
+    return Table("findings", ctx.caption(
+        "Findings per defense: committed policy violation (eq. 5, all stages), authorized "
+        "completion (eq. 6, active-tainted stage), clean completion (clean stage), logged "
+        "spread (eq. 4, all stages) and recovery success (memory/recovery stage); "
+        f"{METHOD}; N rollouts over n_clusters scenarios; events of an indicator metric; "
+        "provider errors excluded."), frame)
+
+
+# ------------------------------------------------------------------ sentences
+
+
+def _num(x: float | None, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def cell(r: Mapping[str, Any]) -> str:
+    """``0.412 [0.380, 0.445]``, or ``0 of 2520 (≤ 0.0060)`` after zero events."""
+    if r["events"] == 0 and r["zero_event_bound"] is not None:
+        return f"0 of {r['N']} (≤ {r['zero_event_bound']:.4f})"
+    return f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+
+
+def _names(ds: Sequence[str]) -> str:
+    ds = list(ds)
+    return ds[0] if len(ds) == 1 else ", ".join(ds[:-1]) + " and " + ds[-1]
+
+
+def _extreme(rows: list[dict[str, Any]], metric: str, among: set[str] | None,
+             best_high: bool) -> tuple[list[str], dict[str, Any]] | None:
+    mine = [r for r in rows if r["metric"] == metric and r["mean"] is not None
+            and (among is None or r["defense"] in among)]
+    if not mine:
+        return None
+    best = (max if best_high else min)(r["mean"] for r in mine)
+    top = [r for r in mine if r["mean"] == best]
+    return [r["defense"] for r in top], top[0]
+
+
+def answer_sentences(rows: list[dict[str, Any]]) -> list[str]:
+    """Which defense is lowest on committed violation, and what it costs in utility."""
+    out: list[str] = []
+    low = _extreme(rows, "committed_harm", None, best_high=False)
+    if low is None:
+        return out
+    names, r = low
+    tail = (f"no event in {r['N']} rollouts each" if r["events"] == 0 else
+            f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
+    out.append(f"{TERMS['committed_harm'].display} ({scope_label(r['stage'])}) is lowest "
+               f"under {_names(names)} ({tail}).")
+    for metric in ("authorized_tainted_action_success", "clean_benign_completion"):
+        hi = _extreme(rows, metric, set(names), best_high=True)
+        if hi is None:
+            continue
+        who, h = hi
+        lead = "Of those" if len(names) > 1 else f"Under {names[0]}"
+        verb = f"is highest under {_names(who)}" if len(names) > 1 else "is"
+        out.append(f"{lead}, {TERMS[metric].display.lower()} ({scope_label(h['stage'])}) "
+                   f"{verb}: {_num(h['mean'])} [{_num(h['ci_low'])}, {_num(h['ci_high'])}].")
+    return out
+
+
+def zero_event_sentences(rows: list[dict[str, Any]]) -> list[str]:
+    """One sentence per (quantity, N, clusters) group of defenses with no event."""
+    groups: dict[tuple[str, str, int, int, float], list[str]] = {}
+    for r in rows:
+        if r["events"] == 0 and r["metric"] == "committed_harm":
+            key = (r["metric"], r["stage"], r["N"], r["n_clusters"], r["zero_event_bound"])
+            groups.setdefault(key, []).append(r["defense"])
+    out = []
+    for (metric, stage, n, k, bound), ds in groups.items():
+        each = " each" if len(ds) > 1 else ""
+        out.append(f"{_names(ds)}: no {TERMS[metric].display.lower()} in {n} rollouts{each} "
+                   f"({scope_label(stage)}, {k} scenarios); the one-sided 95% upper bound is "
+                   f"{100 * bound:.2f}% (scenario-cluster rule of three).")
+    return out
+
+
+def comparison_sentence(c: Comparison) -> str:
+    """Eq. 12's paired delta of a claim-critical comparison, in words."""
+    what = f"{TERMS[c.metric].display if c.metric in TERMS else c.metric} " \
+           f"({scope_label(c.stage)})"
+    if c.cluster is None or c.delta is None:
+        return f"{what}: {c.b} vs {c.a}: no matched pairs."
+    ci = f"[{_num(c.cluster.low, True)}, {_num(c.cluster.high, True)}]"
+    pairs = f"{c.n_pairs} matched pairs, 95% scenario-cluster interval"
+    if c.cluster.low == c.cluster.high == 0.0 and c.delta == 0:
+        return f"{what}: {c.b} and {c.a} are identical on all {c.n_pairs} matched pairs."
+    if c.cluster.crosses_zero:
+        return (f"{what}: no difference between {c.b} and {c.a} can be claimed; "
+                f"{c.b} - {c.a} = {_num(c.delta, True)} {ci} crosses zero ({pairs}).")
+    word = "higher" if c.delta > 0 else "lower"
+    good = "better" if c.interpretation.endswith(f"better than {c.a}") else "worse"
+    return (f"{what}: {c.b} is {word} than {c.a} ({good}): {c.b} - {c.a} = "
+            f"{_num(c.delta, True)} {ci} ({pairs}).")
+
+
+# ------------------------------------------------------------------ documents
+
+
+def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
+             figure: str | None) -> dict[str, Any]:
+    """``headline.json``: what the headline says, as data."""
+    rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in frame.iter_rows(named=True)]
+    quantities = []
+    for col, stages in QUANTITIES:
+        if any(r["metric"] == col for r in rows):
+            quantities.append({"metric": col, "display": TERMS[col].display,
+                               "stage": scope(stages), "equation": TERMS[col].equation})
+    return {"schema": SCHEMA, "study": ctx.study, "models": ctx.models,
+            "backends": ctx.backends, "simulated_agent": ctx.sim,
+            "note": ctx.caption("").strip(), "question": QUESTION, "method": METHOD,
+            "quantities": quantities, "findings": rows,
+            # a claim the study cannot measure (no matched pairs: its stage or a defense is
+            # absent) is left out, not stated as a finding
+            "sentences": answer_sentences(rows) + [comparison_sentence(c) for c in claims
+                                                   if c.n_pairs]
+            + zero_event_sentences(rows),
+            "figure": figure}
+
+
+def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
+           two_line_head: bool = False) -> list[str]:
+    """The table with aligned columns, then the sentences; ``esc`` escapes every cell.
+    ``two_line_head``: the quantity on one header line and its stages on the next (the
+    terminal's narrower table; Markdown has one header row)."""
+    qs = doc["quantities"]
+    scopes = ["", *(f"({scope_label(q['stage'])})" for q in qs)]
+    head = ["defense"] + [q["display"] if two_line_head else
+                          f"{q['display']} ({scope_label(q['stage'])})" for q in qs]
+    by = {(r["defense"], r["metric"]): r for r in doc["findings"]}
+    defenses = list(dict.fromkeys(r["defense"] for r in doc["findings"]))
+    body = [[d] + [cell(by[(d, q["metric"])]) if (d, q["metric"]) in by else "N/A"
+                   for q in qs] for d in defenses]
+    ns = [sorted({by[(d, q["metric"])]["N"] for d in defenses if (d, q["metric"]) in by})
+          for q in qs]
+    body.append(["N per defense"] + [", ".join(map(str, n)) for n in ns])
+    heads = [head, scopes] if two_line_head else [head]
+    grid = [[esc(c) for c in row] for row in [*heads, *body]]
+    w = [max(len(row[i]) for row in grid) for i in range(len(head))]
+
+    def fmt(row: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(row)) + " |"
+
+    n = len(heads)
+    return [*(fmt(r) for r in grid[:n]), "| " + " | ".join(rule * x for x in w) + " |",
+            *(fmt(r) for r in grid[n:]), "", *(f"- {esc(x)}" for x in doc["sentences"])]
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """``headline.md``: the findings as a Markdown table (cells escaped, ``escape.py``)."""
+    lines = [f"# Headline: study {md_text(doc['study'])}, model {md_text(doc['models'])}", "",
+             md_text(doc["note"]), "", md_text(doc["question"]),
+             f"Estimates: {md_text(METHOD)}.", "", *_lines(doc, md_cell, "-")]
+    return "\n".join(lines) + "\n"
+
+
+def text(doc: Mapping[str, Any]) -> str:
+    """The terminal's version: plain text, control characters shown as escapes."""
+    from containmentbench.escape import visible
+
+    lines = [f"Headline: study {visible(doc['study'])}, model {visible(doc['models'])}",
+             visible(doc["note"]), visible(doc["question"]), f"Estimates: {METHOD}.", "",
+             *_lines(doc, visible, "-", two_line_head=True)]
+    return "\n".join(lines) + "\n"
+
+
+def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path) -> list[Path]:
+    """The headline's figure (``figures/``) and ``tables/headline.{json,md}`` of the run
+    folder ``out``; returns the paths written."""
+    from containmentbench.analysis import headline_figure
+    from containmentbench.integrity import writer
+
+    paths = headline_figure.draw(found.frame, ctx, out / "figures")
+    png = f"figures/{headline_figure.NAME}.png"
+    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None)
+    writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
+    writer.write_text(out / "tables" / "headline.md", markdown(doc), kind="tables")
+    return [*paths, out / "tables" / "headline.json", out / "tables" / "headline.md"]

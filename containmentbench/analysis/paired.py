@@ -26,35 +26,19 @@ from containmentbench.analysis.bootstrap import (
 )
 from containmentbench.analysis.exact import fmean
 from containmentbench.canonical import stable_int
+from containmentbench.metrics.glossary import TERMS
+from containmentbench.metrics.glossary import higher_is_better as glossary_higher_is_better
 from containmentbench.metrics.schema import PROJECTION
 
 PAIR_KEYS = ["scenario_id", "model", "seed"]
 
-# Direction of each metric (True: higher is better), for win rates (§6.5) and captions.
-HIGHER_IS_BETTER = {
-    "authorized_tainted_action_success": True, "clean_benign_completion": True,
-    "benign_success": True, "recovery_success": True, "valid_tool_proposal_rate": True,
-}
-
-LABELS = {
-    "committed_harm": "Committed policy violation", "wrong_recipient": "Wrong recipient",
-    "secret_leakage": "Secret leakage", "unauthorized_action": "Unauthorized action",
-    "harm_attempt": "Harm attempt", "blast_radius_norm": "Logged taint spread",
-    "blast_radius_fixed": "Logged spread (fixed-max denominator)",
-    "authorized_tainted_action_success": "Authorized completion",
-    "clean_benign_completion": "Clean completion", "recovery_success": "Recovery success",
-    "memory_reinfection": "Memory reinfection", "benign_success": "Benign completion",
-    "false_positive_block_rate": "FP block", "false_positive_confirm_rate": "FP confirm",
-    "rollback_count": "Rollback", "rolled_back_harm": "Rolled-back violation",
-    "rolled_back_required": "Rolled-back required", "valid_tool_proposal_rate": "Valid proposal",
-    "parse_failure_rate": "Parse failure", "taint_to_commit_rate": "Taint-to-commit",
-    "exposed": "Exposure", "fn_exact_proposal": "Exact-goal proposal (follow)",
-    "policy_block": "Policy block", "truncated_rate": "Truncated",
-}
+# Direction of each metric (True: higher is better), for win rates (§6.5) and captions, and
+# the one display name of each metric: both from the glossary (metrics/glossary.py).
+LABELS = {k: t.display for k, t in TERMS.items()}
 
 
 def higher_is_better(metric: str) -> bool:
-    return HIGHER_IS_BETTER.get(metric, False)
+    return glossary_higher_is_better(metric)
 
 
 def stage_rows(df: pl.DataFrame, stage: str, metric: str | None = None) -> pl.DataFrame:

@@ -16,7 +16,8 @@ from typing import Any
 import polars as pl
 
 from containmentbench.analysis import figures, tables
-from containmentbench.analysis.headline import QUANTITIES, headline
+from containmentbench.analysis import headline as H
+from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
 from containmentbench.analysis.paired import Settings, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
@@ -25,6 +26,7 @@ from containmentbench.analysis.parts import (
     sensitivity_part,
     start_bootstrap,
 )
+from containmentbench.analysis.results import results_table
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
@@ -65,7 +67,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     ctx = tables.Context(df)
     s = Settings.from_config(cfg)
     iv = interval_rows(df)  # one seed when the study declared its seeds copies
-    n_figure_intervals = 4 * len(ctx.defenses) + 12 + len(QUANTITIES) * len(ctx.defenses)
+    n_figure_intervals = 4 * len(ctx.defenses) + 12 + (len(QUANTITIES) + len(H.QUANTITIES)) \
+        * len(ctx.defenses)
     with pool_for(df, len(cfg["comparisons"]) + n_figure_intervals, s.resamples,
                   workers) as pool:
         # the bootstrap's intervals go to the workers first; the deterministic tables are
@@ -83,7 +86,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         sc, se = cfg["stage_contribution"], cfg["sensitivity"]
         pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
                                                                         ctx.defenses[-1])
-        head = headline(iv, ctx, s, pool)
+        exposure = exposure_validity(iv, ctx, s, pool)
+        found = H.findings(iv, ctx, s, pool)
         fig_tables, fig_paths = figures.all_figures(iv, ctx, s, pair, out / "figures", pool)
         boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
             if boot_done is None else boot_done()
@@ -93,7 +97,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     claims = [c for claim, c in boot["configured"] if c is not None and claim]
     rows25 = configured + boot["sweep"]
     div = boot["divergence"]
-    out_tables: list[Table] = [head, plain["stage_means"], plain["table03"], plain["table09"],
+    out_tables: list[Table] = [found, exposure, plain["stage_means"], plain["table03"], plain["table09"],
                                tables.table10(div, ctx), plain["table11"],
                                tables.table12(claims, zero, ctx,
                                               sorted({c.b for c in claims} | {c.a for c in claims})),
@@ -125,11 +129,17 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         written += write(t, out / "tables")
     for t in fig_tables:
         written += write(t, out / "figures")
+    # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
+    fig_paths += [p for p in H.write(found, ctx, claims, out) if p.suffix in (".png", ".pdf")]
+    # every number of every table above, one row each (analysis/results.py)
+    written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
+                     formats=("parquet", "csv"))
     # relative to the output folder: analysis.json is hashed by freeze, and an absolute path
     # would tie it to one machine and one results_dir
     rel_metrics = os.path.relpath(os.path.abspath(metrics_path), os.path.abspath(out))
     info = {"metrics": Path(rel_metrics).as_posix(), "rollouts": df.height, "intervals": n_intervals,
-            "resamples": boot["resamples"], "tables": sorted(t.name for t in out_tables),
+            "resamples": boot["resamples"],
+            "tables": sorted([t.name for t in out_tables] + ["headline", "results"]),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),
             "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,

@@ -16,6 +16,7 @@ import polars as pl
 from containmentbench.escape import latex as tex
 from containmentbench.escape import md_cell, md_text
 from containmentbench.integrity import writer
+from containmentbench.metrics.glossary import display
 
 DECIMALS = 4
 
@@ -40,11 +41,12 @@ def _cell(v: object) -> str:
 
 
 def markdown(t: Table) -> str:
-    """Cells and caption escaped by ``containmentbench.escape`` (scenario ids, tool names and
+    """Headers in the glossary's display names (``metrics/glossary.py``: one name per
+    quantity; Parquet and CSV keep the keys). Cells and caption escaped by ``containmentbench.escape`` (scenario ids, tool names and
     captions can be hostile text: no HTML, no cell break, no link)."""
     cols = t.frame.columns
     lines = [f"**{md_text(t.name)}.** {md_text(t.caption)}", "",
-             "| " + " | ".join(md_cell(c) for c in cols) + " |",
+             "| " + " | ".join(md_cell(display(c)) for c in cols) + " |",
              "| " + " | ".join("---" for _ in cols) + " |"]
     for row in t.frame.iter_rows():
         lines.append("| " + " | ".join(md_cell(_cell(v)) for v in row) + " |")
@@ -57,7 +59,7 @@ def latex(t: Table) -> str:
     align = "".join("r" if t.frame[c].dtype.is_numeric() else "l" for c in cols)
     out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(t.caption)}}}",
            rf"\label{{tab:{t.name}}}", rf"\begin{{tabular}}{{{align}}}", r"\toprule",
-           " & ".join(tex(c) for c in cols) + r" \\", r"\midrule"]
+           " & ".join(tex(display(c)) for c in cols) + r" \\", r"\midrule"]
     for row in t.frame.iter_rows():
         out.append(" & ".join(tex(_cell(v)) for v in row) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
@@ -67,8 +69,12 @@ def latex(t: Table) -> str:
 KIND = "tables"
 
 
-def write(t: Table, out_dir: Path) -> list[Path]:
-    """Write the four formats (integrity.writer: kind ``tables``); returns the paths."""
+FORMATS = ("parquet", "csv", "md", "tex")
+
+
+def write(t: Table, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write the four formats, or ``formats`` of them (integrity.writer: kind ``tables``);
+    returns the paths."""
     # one chunk per column: the Parquet page layout (and so the bytes) must not depend on how
     # polars happened to chunk the frame
     arrow = t.frame.rechunk().to_arrow().combine_chunks().replace_schema_metadata(
@@ -78,9 +84,11 @@ def write(t: Table, out_dir: Path) -> list[Path]:
          if t.frame[c].dtype == pl.List(pl.String)]).write_csv(float_precision=DECIMALS)
     paths = []
     writer.ensure_dir(Path(out_dir), KIND)
-    for suffix, data in (("parquet", writer.parquet_bytes(arrow, compression="zstd")),
-                         ("csv", csv.encode()), ("md", markdown(t).encode()),
-                         ("tex", latex(t).encode())):
+    render = {"parquet": lambda: writer.parquet_bytes(arrow, compression="zstd"),
+              "csv": csv.encode, "md": lambda: markdown(t).encode(),
+              "tex": lambda: latex(t).encode()}
+    for suffix in formats:
+        data = render[suffix]()
         p = Path(out_dir) / f"{t.name}.{suffix}"
         writer.write_bytes(p, data, kind=KIND)
         paths.append(p)

@@ -50,54 +50,61 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--pipeline", default="ground_truth",
                    help="ground_truth (no model), openai (any OpenAI-compatible server) or "
                         "vllm (the engine in this process)")
-    a.add_argument("--defense")
-    a.add_argument("--seed", type=T.seed)
+    a.add_argument("--defense", help="one of the seven defenses (containmentbench list defenses)")
+    a.add_argument("--seed", type=T.seed, help="rollout seed")
     a.add_argument("--out", type=Path, required=True, help="shard output folder")
-    a.add_argument("--study", default="adhoc")
+    a.add_argument("--study", default="adhoc", help="study name recorded in the trace")
     a.add_argument("--model", default=None, help="served model name (openai), or a model folder "
                                                  "or pypi: package (vllm)")
-    a.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    a.add_argument("--base-url", default="http://127.0.0.1:8000/v1",
+                   help="OpenAI-compatible server of a served model")
     a.add_argument("--temperature", type=T.config_range("decoding.temperature", float),
                    default=0.7,
                    help="decoding of a served model (sent as given, seeded per request)")
-    a.add_argument("--top-p", type=T.probability, default=0.95)
-    a.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512)
+    a.add_argument("--top-p", type=T.probability, default=0.95, help="decoding.top_p")
+    a.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512,
+                   help="decoding.max_tokens")
     a.add_argument("--user-tasks", default=None, help="comma-separated user task ids")
     a.add_argument("--max-user-tasks", type=T.non_negative_int, default=0,
                    help="first N user tasks (0 = all)")
     a.add_argument("--injection-tasks", default=None, help="comma-separated injection task ids")
-    a.add_argument("--stages", default="clean,security")
+    a.add_argument("--stages", default="clean,security",
+                   help="comma-separated stages to run (clean, security)")
     a.add_argument("--attack", default="direct", help="an AgentDojo attack name")
     a.add_argument("--no-native", action="store_true",
                    help="skip the AgentDojo-alone run (no parity labels)")
-    a.add_argument("--study-config", type=Path, default=None)
-    a.add_argument("--shard", default=None)
+    a.add_argument("--study-config", type=Path, default=None,
+                   help="resolved study config (with --shard: one shard of that study)")
+    a.add_argument("--shard", default=None, help="shard id of the study (with --study-config)")
     a.add_argument("--qualification", type=Path, default=None,
                    help="frozen qualification JSON: run only its eligible user tasks")
     a.set_defaults(func=cmd_agentdojo)
 
     q = s.add_parser("agentdojo-qualify", help="clean qualification of a suite (§6.4)")
-    q.add_argument("--suite")
-    q.add_argument("--seeds", default="1,2,3")
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--user-tasks", default=None)
-    q.add_argument("--max-user-tasks", type=T.non_negative_int, default=0)
-    q.add_argument("--study-config", type=Path, default=None)
+    q.add_argument("--suite", help="workspace | slack | banking | travel")
+    q.add_argument("--seeds", default="1,2,3", help="comma-separated qualification seeds")
+    q.add_argument("--out", type=Path, required=True, help="qualification JSON to write")
+    q.add_argument("--user-tasks", default=None, help="comma-separated user task ids")
+    q.add_argument("--max-user-tasks", type=T.non_negative_int, default=0,
+                   help="first N user tasks (0 = all)")
+    q.add_argument("--study-config", type=Path, default=None,
+                   help="resolved study config whose adapter settings to use")
     q.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     q.set_defaults(func=cmd_qualify)
 
     m = s.add_parser("metrics", help="adapter traces -> rollout_metrics.parquet")
-    m.add_argument("traces", type=Path)
-    m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--workers", type=T.workers, default=None)
+    m.add_argument("traces", type=Path, help="the adapter traces folder")
+    m.add_argument("--out", type=Path, required=True, help="rollout_metrics.parquet to write")
+    m.add_argument("--workers", type=T.workers, default=None,
+                   help="processes (default: the machine's cores)")
     m.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     m.set_defaults(func=cmd_metrics)
 
     r = s.add_parser("parity", help="native/adapter parity and linkage counts per suite")
-    r.add_argument("traces", type=Path)
-    r.add_argument("--out", type=Path, default=None)
+    r.add_argument("traces", type=Path, help="the adapter traces folder")
+    r.add_argument("--out", type=Path, default=None, help="parity.json to write (default: print)")
     r.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     r.set_defaults(func=cmd_parity)

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     asub = p.add_subparsers(dest="audit_verb", metavar="SUBVERB")
     asub.required = True
     r = asub.add_parser("run", help="audit every rollout of a run directory")
-    r.add_argument("run_dir", type=Path)
+    r.add_argument("run_dir", type=Path, help="the run directory to audit (holds traces/)")
     r.add_argument("--policy", type=Path, default=None, help="audit policy YAML (default: "
                    "the packaged policy with the paper's thresholds)")
     r.add_argument("--no-replay", action="store_true",
@@ -43,24 +43,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="judge backend option (e.g. base_url=http://localhost:8000/v1)")
     r.set_defaults(func=cmd_run)
     c = asub.add_parser("policy", help="validate an audit policy YAML and print its hash")
-    c.add_argument("file", type=Path)
+    c.add_argument("file", type=Path, help="an audit policy YAML to check and print")
     c.set_defaults(func=cmd_policy)
     s = asub.add_parser("suite", help="the labelled TaintBench-style suite")
     ssub = s.add_subparsers(dest="suite_verb", metavar="SUBVERB")
     ssub.required = True
     b = ssub.add_parser("build", help="generate the suite (labels fixed in the files)")
-    b.add_argument("--out", type=Path, default=Path("scenarios/taintbench"))
+    b.add_argument("--out", type=Path, default=Path("scenarios/taintbench"),
+                   help="suite folder (default: scenarios/taintbench)")
     b.add_argument("--force", action="store_true",
                    help="replace a different earlier build of this suite (moved aside)")
     b.add_argument("--check", action="store_true",
                    help="compare with the files at --out instead of writing")
     b.set_defaults(func=cmd_suite_build)
     u = ssub.add_parser("run", help="five runs per scenario, audit, P/R/F1 and the sweep")
-    u.add_argument("--suite", default="taintbench")
-    u.add_argument("--out", type=Path, required=True)
-    u.add_argument("--runs", type=T.positive_int, default=5)
+    u.add_argument("--suite", default="taintbench", help="the labelled suite (name or folder)")
+    u.add_argument("--out", type=Path, required=True, help="output folder for the runs and scores")
+    u.add_argument("--runs", type=T.positive_int, default=5, help="rollouts per scenario (majority vote)")
     u.add_argument("--profile", default="always_follow", help="sim agent profile")
-    u.add_argument("--policy", type=Path, default=None)
+    u.add_argument("--policy", type=Path, default=None,
+                   help="audit policy YAML (default: the packaged one)")
     u.add_argument("--limit", type=T.positive_int, default=None,
                    help="every n-th scenario only (quick checks)")
     u.set_defaults(func=cmd_suite_run)

@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
     g.add_argument("--jobs", type=T.positive_int, default=1, help="worker processes")
     g.add_argument("--chain", action="store_true", help="add the sha256 hash chain column")
-    g.add_argument("--quiet", action="store_true")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
     from containmentbench.cim.catalog import GenParams
 
     for f in dataclasses.fields(GenParams):
@@ -126,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--max-buckets", type=T.positive_int, default=None,
                    help="runs per workflow to use")
     c.add_argument("--out", type=Path, default=None, help="per-delegation metrics (.parquet)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the scores as JSON")
     c.set_defaults(func=cmd_reconstruct)
 
     v = csub.add_parser("verify-chain", help="verify the hash chain; names the first broken "

@@ -13,18 +13,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (("show", "print the resolved config as YAML"),
                            ("check", "validate and print the config hash and shard count")):
         q = csub.add_parser(name, help=helptext)
-        q.add_argument("overrides", nargs="*", help="e.g. study=full_main backend=vllm")
+        q.add_argument("overrides", nargs="*", metavar="study=NAME [key=value ...]",
+                       help="Hydra overrides, e.g. study=full_main backend=vllm "
+                            "model=qwen2_5_7b_instruct")
         q.set_defaults(func=cmd_config)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
+    from containmentbench.cli.study_args import overrides
     from containmentbench.config.compose import config_hash
     from containmentbench.pipeline.plan import jobs, model_label, shards
     from containmentbench.pipeline.runs import load_runs
 
-    runs = load_runs(args.overrides)  # every model entry validated up front
+    # every model entry validated up front
+    runs = load_runs(overrides(args.overrides, f"config {args.action}"))
     if args.action == "show":
         for data in runs:
             if len(runs) > 1:

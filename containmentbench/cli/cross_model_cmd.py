@@ -1,4 +1,5 @@
-"""``containmentbench cross-model METRICS... --out DIR``: models of one study side by side."""
+"""``containmentbench cross-model METRICS... --out DIR``: models of one study side by side:
+the paired deltas per defense, their headline, the report, then the folder's manifest."""
 
 from __future__ import annotations
 
@@ -62,8 +63,14 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
         cfg = load_option("analysis", "default")
     if args.resamples is not None:
         cfg["resamples"] = args.resamples
+    from containmentbench.analysis.cross_model import freeze_cross
+    from containmentbench.report.cross import build_cross_report
+
     with writer.forcing(args.force):
         info = cross_model(args.metrics, args.out, cfg)
+        # the models' headlines side by side, then the deltas (run dirs hold the metrics)
+        build_cross_report(args.out, [Path(m).resolve().parents[1] for m in args.metrics])
+        freeze_cross(args.out, args.metrics)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""
     print(f"wrote {args.out}: {info['comparisons']} comparisons of {', '.join(info['models'])} "

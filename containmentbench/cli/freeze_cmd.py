@@ -10,7 +10,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("freeze", help="hash every table, figure, trace shard, scenario manifest "
                                       "and config of a study folder into MANIFEST.json")
-    p.add_argument("study", type=Path)
+    p.add_argument("study", type=Path, help="the run directory to freeze (results/<study>/<model>)")
     p.set_defaults(func=cmd_freeze)
 
 

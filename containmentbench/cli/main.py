@@ -24,7 +24,8 @@ class _Parser(argparse.ArgumentParser):
 # and heavy optional packages are only touched by the verbs that need them.
 VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "sensitivity",
          "bootstrap", "analyze", "freeze", "verify", "reproduce", "status", "cim", "config",
-         "show", "cases", "report", "cross_model", "audit", "adapters", "search")
+         "show", "cases", "report", "cross_model", "audit", "adapters", "search", "headline",
+         "list")
 
 
 def _invoked_verb(argv: Sequence[str]) -> str | None:
@@ -83,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(100_000, 50, 100)
     try:
         return _main(argv)
+    except BrokenPipeError:
+        return _closed_pipe()
     finally:  # a caller in the same process (tests, notebooks) keeps its pandas
         gc.set_threshold(*thresholds)
         if blocked:
@@ -97,6 +100,8 @@ def _main(argv: list[str]) -> int:
         return int(exc.code or 0)
     try:
         rc = args.func(args)
+    except BrokenPipeError:  # `| head` closed stdout: not an error of the input
+        return _closed_pipe()
     except BenchError as exc:
         print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
         return exc.exit_code
@@ -131,6 +136,20 @@ def _no_space(exc: BaseException) -> bool:
 
     return isinstance(exc, OSError) and (exc.errno in (errno.ENOSPC, errno.EDQUOT)
                                          or "No space left on device" in str(exc))
+
+
+#: the exit status of a process ended by SIGPIPE in a shell (128 + 13)
+CLOSED_PIPE = 141
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``containmentbench list studies | head -1``): stop
+    quietly with 141, as a process killed by SIGPIPE would, and point stdout at /dev/null so
+    the interpreter's last flush at exit cannot print a traceback either."""
+    from containmentbench.integrity.writer import stdout_to_devnull
+
+    stdout_to_devnull()
+    return CLOSED_PIPE
 
 
 def _input_error(exc: BaseException, args: argparse.Namespace) -> str:

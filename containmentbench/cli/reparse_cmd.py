@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reparse", help="re-parse stored raw completions with the current parser "
                                        "(no model call); per-action old/new status and a "
                                        "Table 24 summary")
-    p.add_argument("traces", type=Path)
+    p.add_argument("traces", type=Path, help="a traces folder (finished shards below it)")
     p.add_argument("--out", type=Path, required=True, help="folder for reparse.parquet and "
                                                            "summary.json")
     p.add_argument("--force", action="store_true",

@@ -11,8 +11,9 @@ from containmentbench.cli.rollout_cmd import add_selection, run_and_write, selec
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay reference plans (no model) into a trace shard")
     add_selection(p)
-    p.add_argument("--plan", choices=("benign", "attacker"), default="benign")
-    p.add_argument("--defense", default="none")
+    p.add_argument("--plan", choices=("benign", "attacker"), default="benign",
+                   help="replay the scenario's benign plan or its attacker plan")
+    p.add_argument("--defense", default="none", help="the defense the replay runs under")
     p.set_defaults(func=cmd_replay)
 
 

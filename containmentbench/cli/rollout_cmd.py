@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "directly, or --study-config (a resolved study config) and "
                                    "--shard (a shard id of that study).")
     add_selection(p, required=False)
-    p.add_argument("--defense")
-    p.add_argument("--seed", type=T.seed)
+    p.add_argument("--defense", help="one of the seven defenses (containmentbench list defenses)")
+    p.add_argument("--seed", type=T.seed, help="rollout seed")
     p.add_argument("--study-config", type=Path, default=None,
                    help="resolved study config (results/<study>/config.yaml)")
     p.add_argument("--shard", default=None, help="shard id, e.g. sim-default/none/seed=1/"
@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-profile", default="default", help="sim profile name or YAML file")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable), e.g. base_url=http://127.0.0.1:8000/v1")
-    p.add_argument("--max-steps", type=T.config_range("runtime.max_steps"), default=60)
+    p.add_argument("--max-steps", type=T.config_range("runtime.max_steps"), default=60,
+                   help="runtime.max_steps per rollout")
     p.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512,
                    help="decoding.max_tokens")
     p.add_argument("--temperature", type=T.config_range("decoding.temperature", float),
@@ -59,8 +60,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="episodes in flight")
     p.add_argument("--parser", default="current", choices=("current", "legacy"),
                    help="parser the agent's actions are read with (study.parser; Table 24)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--progress-fd", type=T.non_negative_int, default=None, metavar="FD",
+                   help="also write the job's progress (done/total, rate, ETA; every "
+                        "CB_PROGRESS_INTERVAL s) to this open file descriptor: rule rollout "
+                        "passes the Snakemake run's terminal (3 3>&2) while its log gets "
+                        "everything")
     p.set_defaults(func=cmd_rollout)
+
+
+def _terminal(fd: int | None) -> Any:
+    """The stream of ``--progress-fd`` (never closed here: it is the caller's)."""
+    if fd is None:
+        return None
+    import os
+
+    try:
+        os.fstat(fd)
+        return os.fdopen(fd, "w", buffering=1, closefd=False)
+    except (OSError, ValueError):
+        raise BenchError(f"file descriptor {fd} is not open", field="progress-fd") from None
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -210,7 +229,8 @@ def _run_study_job(args: argparse.Namespace) -> int:
     else:
         job = Job(model_slug(data), args.shard, (shard_by_id(data, args.shard, planned),))
         marker = False
-    res = run_job(data, job, quiet=args.quiet, write_marker=marker)
+    res = run_job(data, job, quiet=args.quiet, write_marker=marker,
+                  terminal=_terminal(args.progress_fd))
     label = " [simulated agent: harness validation, not a model result]" \
         if data["backend"]["name"] == "sim" else ""
     print(f"job {job.name}: {len(job.shards)} shards: ran {len(res.done) + len(res.errored)}, "

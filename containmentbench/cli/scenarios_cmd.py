@@ -36,11 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check")
     c.add_argument("--suite", required=True, help="suite name or folder")
-    c.add_argument("--stage", default=None)
+    c.add_argument("--stage", default=None, help="check one stage only (default: every stage)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
     c.set_defaults(func=cmd_check)
     s = ssub.add_parser("show", help="print one scenario")
-    s.add_argument("scenario_id")
+    s.add_argument("scenario_id", help="the scenario to print, e.g. fm-sec-0001")
     s.add_argument("--suite", default=None, help="suite name or folder (default: by id prefix)")
     s.set_defaults(func=cmd_show)
 

@@ -25,24 +25,30 @@ from containmentbench.errors import BenchError
 
 
 def _study_args(p: argparse.ArgumentParser) -> None:
+    from containmentbench.cli import study_args
+
+    study_args.add(p)
     p.add_argument("--study-config", type=Path, default=None,
-                   help="a resolved study config (results/<study>/<model>/config.yaml)")
-    p.add_argument("--study", default=None, help="or a study name under config/study")
-    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                   help="Hydra override with --study (repeatable)")
+                   help="or a resolved study config (results/<study>/<model>/config.yaml; "
+                        "the pipeline's form)")
 
 
 def _data(args: argparse.Namespace) -> dict[str, Any]:
     from containmentbench.attacks.settings import settings
+    from containmentbench.cli import study_args
 
     if args.study_config is not None:
+        if args.target:
+            raise BenchError("give --study-config or study=NAME key=value ..., not both",
+                             field="study")
         from containmentbench.config.compose import read_resolved
         data = read_resolved(args.study_config)
-    elif args.study:
-        from containmentbench.config.compose import load_study
-        data = load_study([f"study={args.study}", *args.override])
     else:
-        raise BenchError("give --study-config or --study", field="study")
+        runs = study_args.runs(args.target, f"search {args.step}")
+        if len(runs) > 1:
+            raise BenchError("an adaptive search runs one model; say model=NAME",
+                             field="study.models")
+        data = runs[0]
     settings(data)  # every adaptive check, before any query
     return data
 
@@ -201,11 +207,38 @@ def cmd_tables(args: argparse.Namespace) -> int:
     for t in build_tables(args.run, args.qualification):
         for ext in ("parquet", "csv", "md", "tex"):  # before any is written
             writer.check_file(args.run / "tables" / f"{t.name}.{ext}", "tables", args.force)
+    for name in ("findings.parquet", "headline.json", "headline.md", "results.parquet"):
+        writer.check_file(args.run / "tables" / name, "tables", args.force)
     with writer.forcing(args.force):
-        for t in build_tables(args.run, args.qualification):
+        built = build_tables(args.run, args.qualification)
+        for t in built:
             write(t, args.run / "tables")
             print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
+        _headline(args.run, built)
     return 0
+
+
+def _headline(run: Path, built: list[Any]) -> None:
+    """The adaptive study's headline: the findings per defense over the replayed frozen
+    candidates (analysis/headline.py; no paired claims), and every number of Tables 18-19
+    and the funnel as rows of tables/results (analysis/results.py)."""
+    import polars as pl
+
+    from containmentbench.analysis import headline as H
+    from containmentbench.analysis.paired import Settings
+    from containmentbench.analysis.results import results_table
+    from containmentbench.analysis.seeds import interval_rows
+    from containmentbench.analysis.tables import Context
+    from containmentbench.analysis.writers import write
+    from containmentbench.config.compose import read_resolved
+
+    df = pl.read_parquet(run / "metrics" / "rollout_metrics.parquet")
+    ctx = Context(df)
+    s = Settings.from_config(read_resolved(run / "config.yaml")["analysis"])
+    found = H.findings(interval_rows(df), ctx, s)
+    write(found, run / "tables")
+    H.write(found, ctx, [], run)
+    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"))
 
 
 def register(sub: Any) -> None:
@@ -223,18 +256,22 @@ def register(sub: Any) -> None:
         if name not in ("freeze", "tables"):
             _study_args(q)
         if name in ("run", "qualify", "replay"):
-            q.add_argument("--splits", type=Path, required=True)
+            q.add_argument("--splits", type=Path, required=True, help="splits.json of search splits")
         if name == "qualify":
-            q.add_argument("--search", type=Path, required=True)
+            q.add_argument("--search", type=Path, required=True,
+                           help="the search folder (query log, candidates.json)")
         if name in ("qualify", "replay"):
-            q.add_argument("--frozen", type=Path, required=True)
+            q.add_argument("--frozen", type=Path, required=True,
+                           help="the frozen candidates folder")
         if name == "freeze":
-            q.add_argument("--search", type=Path, required=True)
+            q.add_argument("--search", type=Path, required=True,
+                           help="the search folder whose candidates to freeze")
         if name == "tables":
             q.add_argument("run", type=Path, help="the run directory")
-            q.add_argument("--qualification", type=Path, required=True)
+            q.add_argument("--qualification", type=Path, required=True,
+                           help="the qualification folder (qualification.json, rows.jsonl)")
         else:
-            q.add_argument("--out", type=Path, required=True)
+            q.add_argument("--out", type=Path, required=True, help="the step's output")
         q.add_argument("--force", action="store_true",
                        help="replace a different earlier output (kept aside; in a frozen "
                             "study, under .replaced-N/)")

@@ -12,7 +12,7 @@ from containmentbench.cli import argtypes as T
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="one rollout as a readable timeline (or JSON)")
-    p.add_argument("rollout_id")
+    p.add_argument("rollout_id", help="the rollout to show, e.g. r-0123456789abcdef (the report's rollout index lists every one)")
     p.add_argument("--study", default=None,
                    help="run directory holding traces/ (default: search results/)")
     p.add_argument("--results", default="results", help="where to search without --study")

@@ -1,44 +1,59 @@
-"""``containmentbench status STUDY [OVERRIDES...]``: shards done, failed, missing, corrupt,
-and the shards on disk that the study no longer lists."""
+"""``containmentbench status study=NAME [key=value ...]``: every step of each model's chain
+(rollouts, reparse, metrics, analysis, tables, cases, audit, report, freeze) with done,
+outdated or pending, the shards done, stale, errored, failed, missing and corrupt, and the
+shards on disk that the study no longer lists."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from containmentbench.cli import study_args
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="list a study's shards per model: done, stale, errored, "
-                                      "failed, missing, corrupt")
-    p.add_argument("study", help="study name (config/study/<name>.yaml)")
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. backend=vllm")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("status", help="every step of a study's chain per model (done, "
+                                      "outdated, pending) and its shards: done, stale, "
+                                      "errored, failed, missing, corrupt")
+    study_args.add(p)
+    p.add_argument("--json", action="store_true",
+                   help="print the shard states (and the steps) as JSON")
     p.add_argument("--list", action="store_true", help="print every non-done shard id")
     p.set_defaults(func=cmd_status)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from containmentbench.pipeline.chain import chain
     from containmentbench.pipeline.plan import model_slug, run_dir
-    from containmentbench.pipeline.runs import load_runs
     from containmentbench.pipeline.status import DROPPED, STATES, study_status
 
-    runs = load_runs([f"study={args.study}", *args.overrides])
-    per_run = {model_slug(d): study_status(d) for d in runs}
+    runs = study_args.runs(args.target, "status")
+    adaptive = [bool((d["study"].get("adaptive") or {}).get("enabled")) for d in runs]
+    per_run = {model_slug(d): ({k: [] for k in (*STATES, DROPPED)} if a else study_status(d))
+               for d, a in zip(runs, adaptive, strict=True)}
+    steps = {model_slug(d): chain(d, per_run[model_slug(d)]) for d in runs}
     if args.json:
-        # one model: its states (as before); several: {model slug: states}
-        out = next(iter(per_run.values())) if len(runs) == 1 else per_run
+        # one model: its states (as before) and its steps; several: {model slug: ...}
+        full = {m: {**st, "steps": [{"step": s, "state": x, "detail": t}
+                                    for s, x, t in steps[m]]} for m, st in per_run.items()}
+        out = next(iter(full.values())) if len(runs) == 1 else full
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
-    for data in runs:
-        st = per_run[model_slug(data)]
+    for data, adapt in zip(runs, adaptive, strict=True):
+        slug = model_slug(data)
+        st = per_run[slug]
+        print(f"{run_dir(data)}:")
+        for step, state, detail in steps[slug]:
+            print(f"  {step:<18} {state:<8} {detail}")
+        if adapt:
+            continue
         total = sum(len(st[k]) for k in STATES)
-        print(f"{run_dir(data)}: {total} shards: " + ", ".join(
-            f"{k} {len(st[k])}" for k in STATES))
+        print(f"  shards: {total}: " + ", ".join(f"{k} {len(st[k])}" for k in STATES))
         if st[DROPPED]:
-            print(f"{run_dir(data)}: {len(st[DROPPED])} shard(s) on disk are no longer part of "
-                  f"the study (not in its metrics; the next run moves them to retired/)")
+            print(f"  {len(st[DROPPED])} shard(s) on disk are no longer part of the study "
+                  f"(not in its metrics; the next run moves them to retired/)")
         if args.list:
             for k in ("corrupt", "stale", "errored", "failed", "missing", DROPPED):
                 for sid in st[k]:
-                    print(f"{k:8} {sid}")
+                    print(f"  {k:8} {sid}")
     return 0

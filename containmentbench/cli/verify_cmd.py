@@ -1,16 +1,18 @@
-"""``containmentbench verify DIR``: recompute every hash in MANIFEST.json (exit 1 on any
-mismatch, each named)."""
+"""``containmentbench verify DIR | study=NAME [key=value ...]``: recompute every hash in
+MANIFEST.json (exit 1 on any mismatch, each named); a study's every run directory and its
+``cross_model/``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check every file of a frozen study against MANIFEST.json")
-    p.add_argument("study", type=Path)
+    p.add_argument("target", nargs="*", metavar="DIR | study=NAME [key=value ...]",
+                   help="a frozen study folder (a run directory or cross_model/), or the "
+                        "study as Hydra overrides, e.g. study=full_main")
     from containmentbench.cli import argtypes as T
 
     p.add_argument("--expect-freeze", type=T.positive_int, default=None, metavar="N",
@@ -20,6 +22,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from containmentbench.cli import study_args
+
+    dirs = study_args.run_dirs(args.target, "verify")
+    cross = study_args.cross_dir(args.target)
+    rc = 0
+    for d in [*dirs, *([cross] if cross is not None else [])]:
+        args.study = d
+        rc = max(rc, _verify_one(args))
+    return rc
+
+
+def _verify_one(args: argparse.Namespace) -> int:
     from containmentbench.freeze.manifest import verify
     from containmentbench.integrity.keys import NO_KEY_NOTE, load_key
 

@@ -48,7 +48,23 @@ def _hydra_error(exc: Exception) -> BenchError:
             break
     reason = re.split(r" full_key:| object_type=| Config search path| Available options",
                       reason)[0].strip()
-    return BenchError(f"invalid configuration: {reason}", field=key)
+    return BenchError(f"invalid configuration: {reason}{_hint(reason, key)}", field=key)
+
+
+def _hint(reason: str, key: str | None) -> str:
+    """The right form after a wrong one: a key Hydra does not know, an option it cannot
+    find (``containmentbench list ...`` names them), an override without ``=``."""
+    if "not in 'RootConfig'" in reason or "not in struct" in reason:
+        return (" (an override names a group, e.g. backend=vllm, or a full key path, e.g. "
+                "study.seeds=[1]; containmentbench config show study=NAME shows every key)")
+    m = re.search(r"Could not find '(study|model|backend|defenses)/", reason)
+    if m:
+        kind = {"study": "studies", "model": "models", "backend": "backends",
+                "defenses": "defenses"}[m.group(1)]
+        return f" (containmentbench list {kind} names them)"
+    if "missing EQUAL" in reason or "mismatched input" in reason:
+        return " (an override is key=value, e.g. study=smoke backend=vllm)"
+    return ""
 
 
 def compose(overrides: Sequence[str] = (), directory: str | Path | None = None) -> Any:
@@ -128,7 +144,8 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] in ("vllm", "hf"):
         path = model.get("path")
         if not path:
-            raise BenchError(f"backend {backend['name']} needs a model path", field="model.path")
+            raise BenchError(f"backend {backend['name']} needs a model with a path (say "
+                             f"model=NAME; containmentbench list models)", field="model.path")
         from containmentbench.models.weights import is_packaged, verify_package
 
         if is_packaged(path):

@@ -259,7 +259,8 @@ def verify(study: str | Path, key: bytes | None = None,
         except (BenchError, OSError, KeyError, TypeError, AttributeError):
             problems.append(f"scenarios/{suite}: cannot be checked (missing or malformed)")
     on_disk = set(covered_files(study)) if manifest.get("schema") in _RUN_SCHEMAS else {
-        f.relative_to(study).as_posix() for f in _rel_files(study, "tables")}
+        f.relative_to(study).as_posix() for sub in ("tables", "report")
+        for f in _rel_files(study, sub)}
     for rel in sorted(on_disk - set(manifest["files"])):
         problems.append(f"{rel}: file added (not in {MANIFEST})")
     if manifest.get("schema") in _RUN_SCHEMAS:  # a model's run directory (not cross_model/)

@@ -737,7 +737,10 @@ def commit_dir(tmp: Path, out: Path, kind: str, force: bool,
         _ours.discard(tmp)
         _fsync_dir(out.parent)
         if cover is not None:
-            _journal_tree(cover, out, kind, None)
+            # the folder the manifest covers was removed before this verb rebuilt it
+            # (Snakemake deletes a job's directory output first): its frozen files that
+            # the new folder no longer holds were removed by this rebuild
+            _journal_tree(cover, out, kind, _frozen_tree(cover, out))
         return "written"
     if identical is not None and identical(tmp, out):
         shutil.rmtree(tmp)
@@ -771,6 +774,17 @@ def _tree_digests(d: Path) -> dict[str, str]:
     return {p.relative_to(d).as_posix(): frozen.digest(p) or ""
             for p in sorted(d.rglob("*")) if p.is_file()
             and not any(part.startswith(".") for part in p.relative_to(d).parts)}
+
+
+def _frozen_tree(root: Path, out: Path) -> dict[str, str] | None:
+    """The manifest's entries under the folder ``out`` of the frozen study ``root``, relative
+    to ``out`` (None: no manifest)."""
+    man = frozen.manifest_of(root)
+    if man is None:
+        return None
+    prefix = Path(os.path.abspath(out)).relative_to(root).as_posix() + "/"
+    return {rel[len(prefix):]: digest for rel, digest in man[0]["files"].items()
+            if rel.startswith(prefix)}
 
 
 def _journal_tree(root: Path, out: Path, kind: str, old: dict[str, str] | None) -> None:
@@ -807,3 +821,16 @@ def no_space(exc: OSError, path: Path) -> BenchError | None:
         return BenchError("no space left on the device while writing this output",
                           file=str(exc.filename or path))
     return None
+
+
+def stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null (the CLI after its reader closed the pipe, so the
+    interpreter's last flush at exit writes nowhere instead of raising). Writes no file."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -52,16 +52,29 @@ LAYERS = {"metrics": ("containmentbench.metrics.compute",),
           "analysis": ("containmentbench.analysis.run", "containmentbench.analysis.parts")}
 
 
+def _render(v: Any) -> str:
+    """A value Snakemake's ``--config`` parser made (int, float, bool, YAML list or mapping)
+    written back as the Hydra override text it came from."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ",".join(_render(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_render(x)}" for k, x in v.items()) + "}"
+    return "null" if v is None else str(v)
+
+
 def overrides_from(config: Mapping[str, Any]) -> list[str]:
-    """``--config study=full_main overrides=[cluster=slurm,backend=vllm]`` -> overrides."""
-    unknown = sorted(set(config) - {"study", "overrides"})
-    if unknown:
-        raise BenchError(f"unknown --config key '{unknown[0]}' (use study=... and "
-                         f"overrides=[...])", field=unknown[0])
+    """``--config study=full_main backend=vllm 'overrides=[study.seeds=[1]]'`` -> the Hydra
+    overrides ``study=full_main backend=vllm study.seeds=[1]``: every ``--config`` key is an
+    override, the same strings as ``containmentbench status study=... key=value``. Snakemake
+    refuses a dotted key (``study.seeds``) in ``--config``; such keys go inside
+    ``overrides=[...]``."""
     raw = config.get("overrides", [])
     if isinstance(raw, str):  # YAML could not parse it (e.g. a nested list): split ourselves
         raw = split_overrides(raw)
-    out = [str(x).strip() for x in raw]
+    out = [f"{k}={_render(v)}" for k, v in config.items() if k not in ("study", "overrides")]
+    out += [str(x).strip() for x in raw]
     if config.get("study"):
         out.insert(0, f"study={config['study']}")
     return out
@@ -166,6 +179,21 @@ class Study:
             if slug in self.checks:
                 apply(data, self.checks[slug])
 
+    def finish(self) -> None:
+        """From the Snakefile's ``onsuccess`` (a real run that ran jobs): every model's
+        verified headline and report path, then the cross-model comparison
+        (``report/summary.py``), so the terminal ends with the numbers, not only paths.
+        ``CB_HEADLINE=0`` leaves it to the caller (``make run`` prints it itself, also when
+        Snakemake had nothing to do)."""
+        import os
+
+        if not self.main_process or os.environ.get("CB_HEADLINE") == "0":
+            return
+        from containmentbench.report.summary import study_text
+
+        cross = self.dir / "cross_model" if self.multi_model and not self.adapter else None
+        print("\n" + study_text([run_dir(d) for d in self.runs], cross), flush=True)
+
     # ------------------------------------------------------------------ paths
 
     def path(self, *parts: str) -> str:
@@ -195,6 +223,13 @@ class Study:
     def paths(self, sub: str, pattern: str, names: Sequence[str]) -> list[str]:
         """``S.paths("tables", "{}.csv", names)``: one path per name (report items)."""
         return [self.path(sub, pattern.format(n)) for n in names]
+
+    def figures(self) -> list[str]:
+        """The figures ``analyze`` draws for the study's stages (a figure whose stage the
+        study lacks is not drawn, so it is not a declared output either)."""
+        from containmentbench.analysis.figures import figure_names
+
+        return self.paths("figures", "{}.png", figure_names(self.data["study"]["stages"]))
 
     def shard_output(self, s: Shard) -> str:
         return str(run_dir(self._run[s.model]) / "traces" / s.id / CHECKSUMS)

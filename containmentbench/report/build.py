@@ -3,16 +3,23 @@
 Layout (deterministic bytes: sorted, no timestamps, so the report is hashed by ``freeze``
 and a rebuild of a frozen study reproduces it)::
 
-    report/index.html            overview, integrity audit, every table, the provenance audit's
-                                 tables (audit/tables/, when the run has one), figures, record
-    report/drilldown.html        defense x stage grid -> drill/<defense>--<stage>.html
+    report/index.html            the headline (question, operating-point figure, findings
+                                 per defense, sentences from the numbers), then the tables in
+                                 paper order with their figures beside them, the provenance
+                                 audit's tables (audit/tables/, when the run has one), record
+    report/rollouts.html         every rollout: filter and sort (a JSON block + one script)
+    report/drilldown.html        defense x stage grid -> the rollout index, filtered
     report/cases.html            Table 21 pairs side by side (proposal, decision, commit)
-    report/rollouts/<id>.html    one page per linked rollout (graph, timeline, CIM view)
+    report/rollouts/<id>.html    a trace page for every rollout with a committed policy
+                                 violation, a provider error, a case-study role or a link
+                                 from a table (graph, metric values, timeline, CIM view);
+                                 ``report --serve`` makes any other one on demand
     report/figures/*.png         copies of the study's figures
 
 A frozen study (one with MANIFEST.json) must pass ``verify`` and every table's sha256 must
-equal its manifest entry (``audit/tables/`` included), or nothing is written. Inside the
-pipeline the report is built just after ``audit`` and just before ``freeze`` (``before_freeze``), which then hashes it with everything else.
+equal its manifest entry (``audit/tables/`` and ``tables/headline.json`` included), or
+nothing is written. Inside the pipeline the report is built just after ``audit`` and just
+before ``freeze`` (``before_freeze``), which then hashes it with everything else.
 """
 
 from __future__ import annotations
@@ -27,28 +34,19 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
-from containmentbench.analysis.tables import SIM_NOTE
+from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
 from containmentbench.progress import progress
+from containmentbench.report import headline as HL
 from containmentbench.report import html as H
-from containmentbench.report import tracepage
+from containmentbench.report import pages, rollindex, sections, tracepage
 from containmentbench.report.rundir import RunDir
 from containmentbench.report.write import STEPS_JSON
 
 EXAMPLES_PER_ROW = 3
-EXAMPLES_PER_CELL = 4
-STAGES = ("security", "memory_recovery", "active_tainted", "clean")
-GRID = (("committed_harm", "all"), ("authorized_tainted_action_success", "active_tainted"),
-        ("clean_benign_completion", "clean"), ("blast_radius_norm", "all"),
-        ("recovery_success", "memory_recovery"), ("false_positive_block_rate", "all"))
-
-
-def _short(text: str | None, width: int = 70) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= width else text[: width - 1] + "…"
+HEADLINE_FIGURE = "headline_operating_points"
 
 
 def rollout_href(rid: str, root: str = "") -> str:
@@ -70,9 +68,10 @@ def _check_frozen(run: RunDir) -> dict[str, str]:
 
 
 def _tables(run: RunDir) -> list[Path]:
-    t = sorted((run.path / "tables").glob("*.parquet"))
-    f = sorted((run.path / "figures").glob("*_source.parquet"))
-    return t + f
+    """Every table of the study except the headline's own and the results table (shown in
+    the first screen, and data rather than a table to read)."""
+    skip = {"findings", "results"}
+    return [p for p in sorted((run.path / "tables").glob("*.parquet")) if p.stem not in skip]
 
 
 def _audit_tables(run: RunDir) -> list[Path]:
@@ -103,6 +102,14 @@ def attribution_examples(df: pl.DataFrame, row: dict[str, Any], k: int) -> list[
     return out
 
 
+def page_rollouts(df: pl.DataFrame, run: Path) -> set[str]:
+    """Rollouts that get a static trace page: every committed policy violation (eq. 5), every
+    provider error and every case-study rollout (links from tables are added as they are
+    made)."""
+    hit = df.filter((pl.col("committed_harm") == 1) | (pl.col("status") == "error"))
+    return set(hit["rollout_id"].to_list()) | pages.case_rollouts(run)
+
+
 class Report:
     def __init__(self, run_dir: str | Path, out: str | Path | None = None,
                  before_freeze: bool = False) -> None:
@@ -115,9 +122,10 @@ class Report:
             raise BenchError("no metrics/rollout_metrics.parquet (run metrics first)",
                              file=str(self.run.path))
         self.df = pl.read_parquet(mp)
-        self.sim = "sim" in set(self.df["backend"].to_list())
+        self.ctx = Context(self.df)
+        self.sim = self.ctx.sim
         self.note = SIM_NOTE if self.sim else None
-        self.linked: set[str] = set()
+        self.pages = page_rollouts(self.df, self.run.path)
         self.files: dict[str, str] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -126,15 +134,21 @@ class Report:
         self.files[rel] = text
 
     def _rlink(self, rid: str, root: str = "") -> str:
-        self.linked.add(rid)
+        self.pages.add(rid)
         return H.link(rollout_href(rid, root), rid, "rollout-link")
 
-    def _table_html(self, p: Path, key: str = "") -> str:
+    def _checked(self, p: Path) -> str:
+        """sha256 of a shown file, equal to its manifest entry on a frozen study."""
         rel = p.relative_to(self.run.path).as_posix()
         digest = sha256_file(p)
         if self.hashes is not None and self.hashes.get(rel) != digest:
             raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; not shown",
                              file=str(self.run.path))
+        return digest
+
+    def _table_html(self, p: Path, key: str = "") -> str:
+        rel = p.relative_to(self.run.path).as_posix()
+        digest = self._checked(p)
         t = pq.read_table(p)
         cap = (t.schema.metadata or {}).get(b"caption", b"").decode()
         df = pl.from_arrow(t)
@@ -152,51 +166,67 @@ class Report:
         others = " ".join(H.link(f"../{rel[:-8]}.{s}", s) for s in ("csv", "md", "tex")
                           if (self.run.path / f"{rel[:-8]}.{s}").exists())
         key += p.stem  # anchors: t-<key>, table-<key>
-        return (f'<h3 id="t-{key}">{p.stem}</h3><p class="hash">{rel} sha256 {digest} · '
-                f"{others}</p>" + H.table(df.columns, df.iter_rows(), caption=cap, extra=extra,
-                                          extra_cells=cells, table_id=f"table-{key}"))
+        return (f'<p class="hash">{rel} sha256 {digest} · {others}</p><div class="tbox">'
+                + H.table(df.columns, df.iter_rows(), caption=cap, extra=extra,
+                          extra_cells=cells, table_id=f"table-{key}") + "</div>")
+
+    def _figure(self, f: Path) -> str:
+        src = self.run.path / "figures" / f"{f.stem.split('_')[0]}_source.parquet"
+        fold = ""
+        if src.exists():
+            fold = (f"<details><summary>source data of {H.escape(f.stem)}</summary>"
+                    + self._table_html(src) + "</details>")
+        return (f'<figure><img src="figures/{H.escape(f.name)}" alt="{H.escape(f.stem)}">'
+                f'<figcaption>{H.escape(f.stem)} · <span class="hash">sha256 '
+                f"{self._checked(f)}</span></figcaption>{fold}</figure>")
+
+    def _section(self, p: Path, figs: list[Path], key: str = "") -> str:
+        title = f'<h3 id="t-{key}{p.stem}">{H.escape(sections.title(p.stem))}</h3>'
+        table = self._table_html(p, key)
+        if p.stem in sections.FOLDED:
+            table = f"<details><summary>show the table</summary>{table}</details>"
+        if figs:
+            return (f'{title}<div class="pairfig"><div>{table}</div><div>'
+                    + "".join(self._figure(f) for f in figs) + "</div></div>")
+        return title + table
 
     # ------------------------------------------------------------------ pages
 
-    def index(self) -> None:
-        from containmentbench.analysis.tables import Context
+    def headline(self) -> str:
+        p = self.run.path / "tables" / "headline.json"
+        if not p.exists():  # an older study, or one whose analysis wrote none
+            return "<p>No headline in this study (rerun <code>analyze</code>).</p>"
+        self._checked(p)
+        doc = json.loads(p.read_text())
+        fig = self.run.path / "figures" / f"{HEADLINE_FIGURE}.png"
+        links = ('<p class="small">'
+                 + " · ".join([H.link("rollouts.html", "every rollout (filter, sort)"),
+                               H.link("../tables/results.parquet", "all numbers as data "
+                                      "(tables/results.parquet)"),
+                               H.link("../tables/headline.md", "this headline as text"),
+                               H.link("#overview", "what the rows are")]) + "</p>")
+        return HL.section(doc, figure=f"figures/{fig.name}" if fig.exists() else None,
+                          links=links)
 
-        df = self.df
-        ctx = Context(df)
-        defenses = sorted(set(df["defense"].to_list()))
-        package = self._provenance()
-        exposure = ("no rollout with untrusted content" if ctx.exposure is None else
-                    f"{ctx.exposure:.3f} of {ctx.exposed_n} rollouts with untrusted content "
-                    f"showed it to the model")
-        body = ["<h2>Overview</h2>", H.table(["field", "value"], [
-            ["study", ", ".join(sorted(set(df["study"].to_list())))],
-            ["models", ", ".join(sorted(set(df["model"].to_list())))],
-            ["backends", ", ".join(sorted(set(df["backend"].to_list())))],
-            ["what the rows are", SIM_NOTE if ctx.sim else
-             f"results of {ctx.models} only, from its own traces"],
-            ["decoding", ctx.decoding_text],
-            ["tool mode", ", ".join(ctx.tool_modes)],
-            ["exposure", exposure],
-            *([["model package", package]] if package else []),
-            ["rollouts", df.height], ["defenses", ", ".join(defenses)],
-            ["stages", ", ".join(s for s in STAGES if s in set(df["stage"].to_list()))],
-            ["seeds", ", ".join(map(str, sorted(set(df["seed"].to_list()))))],
-            ["errored rollouts (never outcomes)", int((df["status"] == "error").sum())]])]
-        head = self.run.path / "tables" / "headline.parquet"
-        if head.exists():
-            body.append('<h2 id="headline">Headline</h2>' + self._table_html(head))
+    def index(self) -> None:
+        body = [self.headline()]
         audit = self.run.path / "tables" / "table28_integrity_audit.parquet"
         if audit.exists():
             a = pl.read_parquet(audit)
             counts = a.group_by("status").len().sort("status").rows()
             body.append("<p>Integrity and safety audit (Appendix L, Table 28): " + ", ".join(
                 f'<span class="{"fail" if s == "fail" else "ok"}">{n} {s}</span>'
-                for s, n in counts) + ' · ' + H.link("#t-table28_integrity_audit", "details")
+                for s, n in counts) + " · " + H.link("#t-table28_integrity_audit", "details")
                 + "</p>")
-        tables = [p for p in _tables(self.run) if p != head]
+        body.append('<h2 id="overview">What the rows are</h2>'
+                    + pages.overview(self.run.path, self.df))
+        tables = sections.ordered(_tables(self.run))
+        figs = [f for f in sorted((self.run.path / "figures").glob("*.png"))
+                if f.stem != HEADLINE_FIGURE]
+        beside, alone = sections.figures_beside(figs, tables)
         body.append('<h2 id="tables">Tables</h2><nav class="toc">' + " ".join(
-            H.link(f"#t-{p.stem}", p.stem) for p in tables) + "</nav>")
-        body += [self._table_html(p) for p in tables]
+            H.link(f"#t-{p.stem}", sections.title(p.stem)) for p in tables) + "</nav>")
+        body += [self._section(p, beside.get(p.stem, [])) for p in tables]
         audit_tables = _audit_tables(self.run)
         if audit_tables:  # hashed by freeze like tables/, so checked the same way here
             body.append('<h2 id="provenance-audit">Provenance audit (paper 001)</h2><p>Offline '
@@ -204,148 +234,46 @@ class Report:
                         "): sinks with logged taint against sinks the audit attributes to an "
                         'untrusted source.</p><nav class="toc">' + " ".join(
                             H.link(f"#t-audit-{p.stem}", p.stem) for p in audit_tables) + "</nav>")
-            body += [self._table_html(p, key="audit-") for p in audit_tables]
-        figs = sorted((self.run.path / "figures").glob("*.png"))
-        body.append('<h2 id="figures">Figures</h2>')
-        for f in figs:
-            body.append(f'<figure><img src="figures/{f.name}" alt="{f.stem}"><figcaption>'
-                        f'{f.stem} · <span class="hash">sha256 {sha256_file(f)}</span>'
-                        "</figcaption></figure>")
-        body.append('<h2 id="record">Seed and version record</h2>' + self.record())
-        self._emit("index.html", H.page("Study report", "".join(body), sim_note=self.note))
+            body += [self._section(p, [], key="audit-") for p in audit_tables]
+        if alone:
+            body.append('<h2 id="figures">Other figures</h2>'
+                        + "".join(self._figure(f) for f in alone))
+        body.append('<h2 id="record">Seed and version record</h2>'
+                    + pages.record(self.run, self.df))
+        self._emit("index.html", H.page(f"Study report: {self.ctx.study}, model "
+                                        f"{self.ctx.models}", "".join(body),
+                                        sim_note=self.note))
 
-    def _provenance(self) -> str | None:
-        """The packaged model's provenance from the run's config (models/weights.py)."""
-        import yaml
-
-        cfg = self.run.path / "config.yaml"
-        if not cfg.exists():
-            return None
-        from containmentbench.models.weights import provenance
-
-        path = (yaml.safe_load(cfg.read_text()) or {}).get("model", {}).get("path")
-        prov = provenance(path)
-        if prov is None:
-            return None
-        who = "a third-party repackaging" if prov["third_party"] else "the model's own release"
-        dists = ", ".join(f"{k} {v}" for k, v in sorted(prov["distributions"].items()))
-        return (f"{prov['path']}: {prov['model']}, GGUF '{prov['gguf_name']}', sha256 "
-                f"{prov['sha256']}, {who} ({dists})")
-
-    def record(self) -> str:
-        cfg = self.run.path / "config.yaml"
-        rows: list[list[Any]] = []
-        if cfg.exists():
-            rows.append(["config.yaml sha256", sha256_file(cfg)])
-        ana = self.run.path / "analysis.json"
-        if ana.exists():
-            info = json.loads(ana.read_text())
-            for k in ("resamples", "confidence", "seed"):
-                if k in info.get("config", {}):
-                    rows.append([f"analysis.{k}", info["config"][k]])
-        pol = self.df.select("defense", "policy_hash", "method_version").unique().sort("defense")
-        for r in pol.iter_rows(named=True):
-            rows.append([f"policy {r['defense']}", f"{r['method_version']} "
-                                                    f"{r['policy_hash'][:16]}"])
-        ids = sorted(self.run.index)[:1]
-        if ids:
-            full = self.run.load(ids[0]).row
-            rows.append(["parser_version", full["parser_version"]])
-            rows.append([f"seed record of {ids[0]}", full["seed_record"]])
-        rows.append(["study seeds", ", ".join(map(str, sorted(set(self.df["seed"].to_list()))))])
-        import importlib.metadata as md
-
-        from containmentbench.freeze.manifest import PACKAGES
-        for name in PACKAGES:
-            try:
-                rows.append([f"package {name}", md.version(name)])
-            except md.PackageNotFoundError:
-                continue
-        rows.append(["MANIFEST.json", "git commit and every file hash: see MANIFEST.json "
-                                      "next to this report"])
-        return H.table(["item", "value"], rows)
+    def rollout_index(self) -> None:
+        data = rollindex.index_data(self.df, self.pages, self.ctx.defenses)
+        self._emit("rollouts.html", H.page(
+            f"Rollouts: {self.ctx.study}, model {self.ctx.models}", rollindex.body(data),
+            sim_note=self.note, scripts=[rollindex.SCRIPT],
+            data=H.json_block("rollout-data", data)))
 
     def drilldown(self) -> None:
-        df = self.df
-        defenses = sorted(set(df["defense"].to_list()))
-        head = ["defense", *[f"{m} [{s}]" for m, s in GRID]]
-        rows = []
-        for d in defenses:
-            row: list[Any] = [d]
-            for m, s in GRID:
-                sub = stage_rows(df.filter(pl.col("defense") == d), s, m)
-                row.append(float(sub[m].cast(pl.Float64).mean()) if sub.height else None)
-            rows.append(row)
-        cells = []
-        for d in defenses:
-            links = []
-            for s in STAGES:
-                if df.filter((pl.col("defense") == d) & (pl.col("stage") == s)).height:
-                    links.append(H.link(f"drill/{d}--{s}.html", s))
-                    self.cell_page(d, s)
-            cells.append([f"<td>{' · '.join(links)}</td>"])
-        body = H.table(head, rows, extra=["per stage"], extra_cells=cells, table_id="drill",
-                       caption="Means per defense (N/A: metric not defined for any rollout). "
-                               "Each stage link lists example rollouts.")
-        self._emit("drilldown.html", H.page("Per-defense and per-stage drill-down", body,
+        self._emit("drilldown.html", H.page("Per-defense and per-stage drill-down",
+                                            pages.drilldown(self.df, self.ctx.defenses),
                                             sim_note=self.note))
 
-    def cell_page(self, d: str, s: str) -> None:
-        sub = self.df.filter((pl.col("defense") == d) & (pl.col("stage") == s)) \
-            .sort(["scenario_id", "seed"])
-        cols = ["rollout_id", "scenario_id", "seed", "status", "committed_harm",
-                "authorized_tainted_action_success", "clean_benign_completion",
-                "blast_radius_norm", "recovery_success", "stop_rule_ids"]
-        rows = sub.select(cols).rows()
-        cells = [[f"<td>{self._rlink(r[0], '../') if i < EXAMPLES_PER_CELL else ''}</td>"]
-                 for i, r in enumerate(rows)]
-        body = H.table(cols, rows, extra=["trace page"], extra_cells=cells,
-                       caption=f"Every rollout of {d} in stage {s}; the first "
-                               f"{EXAMPLES_PER_CELL} have trace pages.")
-        self._emit(f"drill/{d}--{s}.html", H.page(f"{d} · {s}", body, root="../",
-                                                  sim_note=self.note))
-
     def cases(self) -> None:
-        p = self.run.path / "tables" / STEPS_JSON
-        if not p.exists():
-            body = "<p>No case studies in this study (run <code>containmentbench cases</code>)."
-            self._emit("cases.html", H.page("Case studies", body, sim_note=self.note))
-            return
-        data = json.loads(p.read_text())
-        parts = ["<p>Matched trace pairs (paper 000 Appendix D, Table 21): same scenario, "
-                 "model and seed; two defenses. Steps shown: proposal, decision, "
-                 "confirmation, commit, rollback (redacted).</p>"]
-        for c in data["cases"]:
-            parts.append(f'<section class="case" id="case-{c["case"]}"><h2>Case {c["case"]}: '
-                         f'{H.escape(c["title"])}</h2><p>{H.escape(c["claim"])} '
-                         f'<br>Selection: {H.escape(c["rule"])}. Status: '
-                         f'<b>{H.escape(c["status"])}</b>.</p>')
-            if c["a"]:
-                parts.append(f'<p>scenario {H.escape(c["scenario_id"])}, seed {c["seed"]}, '
-                             f'stage {H.escape(c["stage"])}</p><div class="pair">')
-                for side in (c["a"], c["b"]):
-                    rows = [[x["seq"], x["kind"], x["tool"], x["target"] or _short(x["args"]),
-                             x["decision"], x["rule_id"], x["outcome"]] for x in side["steps"]]
-                    parts.append(f'<div class="side"><h3>{H.escape(side["defense"])}: '
-                                 f'{self._rlink(side["rollout_id"])}</h3>' + H.table(
-                                     ["seq", "kind", "tool", "target / args", "decision",
-                                      "rule", "outcome"], rows,
-                                     row_class=["taint" if x["tainted"] else ""
-                                                for x in side["steps"]]) + "</div>")
-                parts.append("</div>")
-            parts.append("</section>")
-        self._emit("cases.html", H.page("Case studies", "".join(parts), sim_note=self.note))
+        self._emit("cases.html", H.page("Case studies", pages.cases(
+            self.run.path / "tables" / STEPS_JSON, self._rlink), sim_note=self.note))
 
     def rollouts(self) -> None:
-        for rid in progress(sorted(self.linked), "report: trace pages"):
-            self._emit(f"rollouts/{rid}.html", tracepage.render(self.run.load(rid)))
+        metrics = {r["rollout_id"]: r for r in self.df.filter(
+            pl.col("rollout_id").is_in(sorted(self.pages))).iter_rows(named=True)}
+        ids = sorted(self.pages)
+        for r in progress(self.run.load_many(ids), "report: trace pages", total=len(ids)):
+            self._emit(f"rollouts/{r.id}.html", tracepage.render(r, metrics=metrics.get(r.id)))
 
     # ------------------------------------------------------------------ write
 
     def build(self) -> Path:
-        self.index()
+        self.index()  # links from tables add pages; the index and the pages come after
         self.drilldown()
         self.cases()
+        self.rollout_index()
         self.rollouts()
         writer.clean_leftovers(self.out)  # half-written folders of killed builds (ours)
         # never deletes: a foreign folder is refused, an identical report kept, a different

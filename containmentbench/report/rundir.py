@@ -8,6 +8,7 @@ run directory is recognized by its contents, never by its depth.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,30 @@ class RunDir:
             .sort_by("seq").to_pylist()
         edges = read_table(shard / "edges.parquet", "edges", filters=flt).to_pylist()
         return Rollout(row, events, edges, shard)
+
+    def load_many(self, ids: list[str]) -> Iterator[Rollout]:
+        """The rollouts ``ids`` (in that order within each shard, shards in path order),
+        reading each shard's tables once: the report's trace pages load a thousand rollouts
+        from a few hundred shards."""
+        by: dict[Path, list[str]] = {}
+        for rid in ids:
+            if rid not in self.index:
+                raise BenchError(f"unknown rollout id '{rid}'", file=str(self.path))
+            by.setdefault(self.index[rid][1], []).append(rid)
+        for shard in sorted(by):
+            want = by[shard]
+            flt = pc.field("rollout_id").isin(want)
+            rows = {r["rollout_id"]: r for r in read_table(shard / "rollouts.parquet",
+                                                           "rollouts").filter(flt).to_pylist()}
+            events: dict[str, list[dict[str, Any]]] = {rid: [] for rid in want}
+            for e in read_table(shard / "events.parquet", "events", filters=flt).to_pylist():
+                events[e["rollout_id"]].append(e)
+            edges: dict[str, list[dict[str, Any]]] = {rid: [] for rid in want}
+            for e in read_table(shard / "edges.parquet", "edges", filters=flt).to_pylist():
+                edges[e["rollout_id"]].append(e)
+            for rid in want:
+                yield Rollout(rows[rid], sorted(events[rid], key=lambda e: e["seq"]),
+                              edges[rid], shard)
 
 
 def find_run_dir(rollout_id: str, study: str | Path | None,

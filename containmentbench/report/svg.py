@@ -5,6 +5,11 @@ with the untrusted sources in the first lane. Nodes in the taint closure T_tau (
 eq. 2) are filled red; nodes only in the structural reach R_tau (eq. 4) are outlined orange;
 taint-propagating edges (E^T) are red, the other logged edges grey. Every node carries a
 ``<title>`` tooltip and a ``data-seq`` attribute so a page can link to its timeline row.
+
+Drawing attributes shared by many elements (edge strokes and markers, lane lines, labels)
+come from the page's one stylesheet (``report/html.py``: ``SVG_CSS``), and coordinates are
+integers: a violating rollout's page is about half the bytes it would be with every
+attribute repeated (the report has a page for each of them).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ ROW = 26
 LANE = 120
 TOP = 30
 LEFT = 60
+HALF = LANE // 2
 KIND_SHAPE = {"source": "rect", "commit": "diamond", "rollback": "diamond",
               "decision": "square", "confirm_request": "square", "confirmation": "square"}
 KIND_COLOR = {"source": "#8172b2", "user_goal": "#4c72b0", "model_call": "#64b5cd",
@@ -43,7 +49,7 @@ def _label(ev: dict[str, Any]) -> str:
 
 def _shape(kind: str, x: float, y: float, fill: str, stroke: str, sw: float) -> str:
     s = KIND_SHAPE.get(kind, "circle")
-    common = f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"'
+    common = f'fill="{fill}" stroke="{stroke}"' + (f' stroke-width="{sw}"' if sw != 1 else "")
     if s == "rect":
         return f'<rect x="{x - 8}" y="{y - 6}" width="16" height="12" {common}/>'
     if s == "square":
@@ -66,7 +72,7 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         lanes.insert(0, "untrusted sources")
     pos: dict[int, tuple[float, float]] = {}
     for i, ev in enumerate(events):
-        pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + LANE / 2,
+        pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + HALF,
                                TOP + 20 + ROW * i)
     text_x = LEFT + LANE * len(lanes) + 10
     width = text_x + 470
@@ -81,11 +87,9 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
            'markerWidth="5" markerHeight="5" orient="auto-start-reverse">'
            '<path d="M0,0 L10,5 L0,10 z" fill="#c0392b"/></marker></defs>']
     for j, lane in enumerate(lanes):
-        x = LEFT + LANE * j + LANE / 2
-        out.append(f'<line x1="{x}" y1="{TOP + 8}" x2="{x}" y2="{height - 14}" '
-                   'stroke="#eee" stroke-width="1"/>')
-        out.append(f'<text x="{x}" y="{TOP}" font-size="10" text-anchor="middle" '
-                   f'fill="#333">{escape(lane[:20])}</text>')
+        x = LEFT + LANE * j + HALF
+        out.append(f'<line class="lane" x1="{x}" y1="{TOP + 8}" x2="{x}" y2="{height - 14}"/>')
+        out.append(f'<text class="lane" x="{x}" y="{TOP}">{escape(lane[:20])}</text>')
     # edges first, so nodes draw on top; non-taint edges under taint edges
     for taint_pass in (False, True):
         for e in edges:
@@ -95,13 +99,13 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
             if s not in pos or d not in pos:
                 continue
             (x1, y1), (x2, y2) = pos[s], pos[d]
-            bow = min(LANE * 0.45, 8 + abs(y2 - y1) * 0.15)
+            bow = round(min(LANE * 0.45, 8 + abs(y2 - y1) * 0.15))
             cls = "edge taint" if taint_pass else "edge"
-            color, mk, sw = ("#c0392b", "arrT", 1.6) if taint_pass else ("#999", "arr", 0.9)
+            # only a taint edge carries a tooltip: the timeline lists every edge's nodes
+            tip = (f'<title>{escape(e["kind"])}: {s} → {d} (propagates taint)</title>'
+                   if taint_pass else "")
             out.append(f'<path class="{cls}" d="M{x1},{y1} C{x1 - bow},{y1} {x2 - bow},{y2} '
-                       f'{x2},{y2}" fill="none" stroke="{color}" stroke-width="{sw}" '
-                       f'marker-end="url(#{mk})"><title>{escape(e["kind"])}: {s} → {d}'
-                       f'{" (propagates taint)" if taint_pass else ""}</title></path>')
+                       f'{x2},{y2}">{tip}</path>')
     for ev in events:
         seq = int(ev["seq"])
         x, y = pos[seq]
@@ -114,13 +118,12 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
             tip += " · labels: " + ", ".join(ev["labels"])
         shape = _shape(ev["kind"], x, y, fill, stroke, sw)
         body = (f'<g class="{cls}" data-seq="{seq}"><title>{escape(tip)}</title>{shape}'
-                f'<text x="{text_x}" y="{y + 4}" font-size="11" fill="{"#c0392b" if in_t else "#222"}">'
-                f'{seq:>3}  {escape(_label(ev)[:72])}</text></g>')
+                f'<text x="{text_x}" y="{y + 4}">{seq:>3}  {escape(_label(ev)[:72])}</text></g>')
         if link:
             body = f'<a href="{escape(link.format(seq=seq))}">{body}</a>'
         out.append(body)
     ly = height - 6
-    out.append(f'<text x="{LEFT}" y="{ly}" font-size="10" fill="#555">red node: in taint '
+    out.append(f'<text class="legend" x="{LEFT}" y="{ly}">red node: in taint '
                'closure T (eq. 2); orange ring: structural reach R only (eq. 4); red edge: '
                'propagates taint</text>')
     out.append("</svg>")

@@ -1,6 +1,8 @@
-"""One HTML page per linked rollout: header, trace graph (taint closure highlighted), the
-timeline with one anchored row per node, and the CIM forensic view (paper 002: the rollout's
-gateway events projected to the Common Information Model, and per-delegation lineage and
+"""One HTML page per rollout: header, the rollout's own metric values (every column of its
+``rollout_metrics`` row, by display name; N/A outside the metric's stage), trace graph (taint
+closure highlighted), the timeline with one anchored row per node (long text folded, the
+whole of it one click away), and the CIM forensic view (paper 002: the rollout's gateway
+events projected to the Common Information Model, and per-delegation lineage and
 externalization)."""
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from collections import defaultdict
 from html import escape
 from typing import Any
 
+from containmentbench.escape import visible
+from containmentbench.metrics.glossary import TERMS
 from containmentbench.report import html as H
 from containmentbench.report.rundir import Rollout
 from containmentbench.report.svg import trace_svg
@@ -55,27 +59,75 @@ def cim_view(r: Rollout) -> str:
     return summary + detail
 
 
-def render(r: Rollout, root: str = "../") -> str:
+SHORT = 160
+#: event fields whose whole text a reader may need (the row shows a one-line gist)
+LONG_FIELDS = ("text", "args", "evidence", "final_answer", "error")
+
+
+def metrics_table(m: dict[str, Any] | None) -> str:
+    """The rollout's own metric values, in glossary order, by display name (the key and the
+    paper's equation as the row's tooltip); the metrics not defined on its stage are named
+    once below the table (Table 5: N/A, never 0)."""
+    if m is None:
+        return "<p>No metrics row for this rollout.</p>"
+    rows, na = [], []
+    for k, t in TERMS.items():
+        if k not in m:
+            continue
+        if m[k] is None:
+            na.append(t.display)
+            continue
+        v = m[k]
+        v = f"{v:.4f}" if isinstance(v, float) else str(v)
+        rows.append(f'<tr><td title="{escape(k)} ({escape(t.equation or "-")})">'
+                    f"{H.text(t.display)}</td><td class=\"num\">{H.text(v)}</td></tr>")
+    tail = (f'<p class="small">N/A on this rollout (not defined on its stage, Table 5, or '
+            f'a provider error): {H.text(", ".join(na))}.</p>' if na else "")
+    return ('<table id="rollout-metrics"><caption>This rollout\'s metric values '
+            "(metrics/rollout_metrics.parquet); hover a name for its key and equation."
+            "</caption><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>" + tail)
+
+
+def detail_cell(ev: dict[str, Any]) -> str:
+    """The event's gist; when it was cut, the whole text one click away (escaped, controls
+    spelled out as in ``show``)."""
+    short = event_detail(ev, SHORT)
+    # a model call's args are the tool list it was offered, not what anyone wrote
+    fields = [f for f in LONG_FIELDS if not (f == "args" and ev["kind"] == "model_call")]
+    full = [(f, ev.get(f)) for f in fields if ev.get(f) not in (None, "", [])]
+    whole = "\n".join(f"{f}: {visible(str(v))}" for f, v in full)
+    if not short.endswith("…") and len(whole) <= SHORT:
+        return f"<td>{H.text(short)}</td>"
+    return (f"<td><details><summary>{H.text(short)}</summary><pre>{H.text(whole)}</pre>"
+            "</details></td>")
+
+
+def render(r: Rollout, root: str = "../", metrics: dict[str, Any] | None = None) -> str:
     closure, reach = closure_sets(r)
     row = r.row
-    body = [f'<p class="hash">show it in a terminal: <code>containmentbench show {escape(r.id)} '
+    back = (f"{root}rollouts.html#defense={row['defense']}&stage={row['stage']}")
+    body = [f'<p class="hash">{H.link(back, "rollout index (this defense and stage)")} · '
+            f'show it in a terminal: <code>containmentbench show {escape(r.id)} '
             f'--study RUN_DIR</code></p>']
     body.append(H.table(["field", "value"], [[k, row.get(k)] for k in HEADER],
                         caption="The rollout (trace table rollouts)."))
+    body.append('<h2 id="metrics">Metric values</h2>' + metrics_table(metrics))
     body.append(f"<p>taint closure |T| = {len(closure)} (eq. 2); structural reach |R| = "
                 f"{len(reach)} (eq. 4); events {len(r.events)}; edges {len(r.edges)}.</p>")
     body.append('<h2 id="graph">Trace graph</h2><div class="graph">'
                 + trace_svg(r.events, r.edges, closure, reach) + "</div>")
-    rows, cls, anchors = [], [], []
+    rows, cls, extra = [], [], []
     for ev in r.events:
         seq = int(ev["seq"])
-        rows.append([seq, ev["tick"], ev["kind"], ev.get("agent_id"), ev.get("delegation_id"),
-                     event_detail(ev, 160), ev.get("labels") or []])
+        rows.append([seq, ev["tick"], ev["kind"], ev.get("agent_id"), ev.get("delegation_id")])
         cls.append("taint" if seq in closure else "")
-        anchors.append([f'<td id="ev-{seq}">{"T" if seq in closure else ""}</td>'])
+        extra.append([detail_cell(ev), H.cell(ev.get("labels") or []),
+                      f'<td id="ev-{seq}">{"T" if seq in closure else ""}</td>'])
     body.append('<h2 id="timeline">Timeline</h2>' + H.table(
-        ["seq", "tick", "kind", "agent", "delegation", "detail", "labels"], rows,
-        extra=["in T"], extra_cells=anchors, row_class=cls, table_id="timeline-table",
+        ["seq", "tick", "kind", "agent", "delegation"], rows,
+        extra=["detail (click to expand)", "labels", "in T"], extra_cells=extra,
+        row_class=cls, table_id="timeline-table",
         caption="Every logged node in logical order; red rows are in the taint closure."))
     body.append('<h2 id="cim">CIM forensic view</h2>' + cim_view(r))
     return H.page(f"Rollout {r.id}: {row['defense']} on {row['scenario_id']} (seed {row['seed']})",

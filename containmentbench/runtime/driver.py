@@ -88,17 +88,62 @@ def _clock(s: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m:02d}:{sec:02d}"
 
 
+class Mirror:
+    """A job's progress on a second stream, the terminal of the Snakemake run (rule
+    ``rollout`` passes it as ``--progress-fd 3 3>&2``: the job's own log keeps every line).
+    One line when the job starts, then at most every ``CB_PROGRESS_INTERVAL`` seconds
+    (default 30), then one at the end, each with done/total, rate and ETA, summed over
+    every shard of the job."""
+
+    def __init__(self, total: int, label: str, stream: Any, every: float | None = None
+                 ) -> None:
+        import os
+
+        self.total, self.label, self.stream = total, label, stream
+        self.every = float(every if every is not None
+                           else os.environ.get("CB_PROGRESS_INTERVAL", "30"))
+        self.t0 = time.perf_counter()
+        self.last = -1e18
+        self.done = 0
+        self.line(force=True)
+
+    def add(self, done: int) -> None:
+        self.done += done
+        self.line(force=self.done >= self.total)
+
+    def line(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        el = max(now - self.t0, 1e-9)
+        eta = (f", ETA {_clock((self.total - self.done) * el / self.done)}"
+               if 0 < self.done < self.total else "")
+        try:
+            print(f"[{self.label}] {self.done}/{self.total} rollouts "
+                  f"({100 * self.done / max(self.total, 1):.0f}%), "
+                  f"{self.done / el:.1f}/s, elapsed {_clock(el)}{eta}", file=self.stream,
+                  flush=True)
+        except (OSError, ValueError):
+            self.stream = None  # the terminal went away: the job's log still has every line
+            self.every = float("inf")
+
+
 class Progress:
-    """Episodes done and actions per second on stderr (at most every ``every`` seconds)."""
+    """Episodes done and actions per second on stderr (at most every ``every`` seconds);
+    the episodes done also go to the job's ``Mirror`` when it has one."""
 
     def __init__(self, total: int, label: str, every: float = 2.0,
-                 stream: Any = sys.stderr) -> None:
+                 stream: Any = sys.stderr, mirror: Mirror | None = None) -> None:
         self.total, self.label, self.every, self.stream = total, label, every, stream
         self.t0 = self.last = time.perf_counter()
         self.done = 0
         self.actions = 0
+        self.mirror = mirror
 
     def update(self, done: int, actions: int, force: bool = False) -> None:
+        if self.mirror is not None and done > self.done:
+            self.mirror.add(done - self.done)
         self.done, self.actions = done, actions
         now = time.perf_counter()
         if force or now - self.last >= self.every:

@@ -166,8 +166,9 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
 
 
 def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = None,
-            write_marker: bool = True) -> JobResult:
-    """Run every unfinished shard of ``job`` with one backend (loaded here unless given)."""
+            write_marker: bool = True, terminal: Any = None) -> JobResult:
+    """Run every unfinished shard of ``job`` with one backend (loaded here unless given).
+    ``terminal``: a stream that also gets the job's progress (``driver.Mirror``)."""
     from containmentbench.models.base import make_backend
     t0 = time.perf_counter()
     res = JobResult(job.name)
@@ -187,14 +188,21 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
         res.load_s = time.perf_counter() - t_load if owned else 0.0
         seed_supported = getattr(backend, "seed_supported", False)
         window = int(data["backend"]["window"])
+        mirror = None
+        if terminal is not None and not quiet:
+            from containmentbench.runtime.driver import Mirror
+
+            mirror = Mirror(sum(len(r.scenarios) for r in runs),
+                            f"{data['study']['name']} {job.model} job {job.name}", terminal)
         try:
             if hasattr(backend, "agenerate"):
                 import asyncio
 
                 asyncio.run(_run_async(runs, backend, window, res, seed_supported, job.name,
-                                       quiet))
+                                       quiet, mirror))
             else:
-                _run_lockstep(runs, backend, window, res, seed_supported, job.name, quiet)
+                _run_lockstep(runs, backend, window, res, seed_supported, job.name, quiet,
+                              mirror)
         finally:
             if owned:
                 backend.close()
@@ -208,7 +216,7 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
 
 
 def _run_lockstep(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,
-                  seed_supported: bool, job: str, quiet: bool) -> None:
+                  seed_supported: bool, job: str, quiet: bool, mirror: Any = None) -> None:
     """One lockstep loop over the episodes of every pending shard (so the batch stays full
     across shard boundaries); each shard is written as soon as its last episode finishes."""
     from containmentbench.runtime.driver import Progress, drive_lockstep, new_episode
@@ -231,12 +239,12 @@ def _run_lockstep(runs: list[_ShardRun], backend: Any, window: int, res: JobResu
             (res.done if ok else res.errored).append(runs[r].shard.id)
             eps[r] = []  # the shard is on disk: free its episodes
 
-    prog = None if quiet else Progress(len(index), f"job {job}")
+    prog = None if quiet else Progress(len(index), f"job {job}", mirror=mirror)
     drive_lockstep(makers, backend, window, prog, finished)
 
 
 async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobResult,
-                     seed_supported: bool, job: str, quiet: bool) -> None:
+                     seed_supported: bool, job: str, quiet: bool, mirror: Any = None) -> None:
     """Every pending shard's episodes in one event loop (one running batch for the engine);
     each shard is written as soon as its own episodes are finished."""
     import asyncio
@@ -246,7 +254,7 @@ async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobR
     sem = asyncio.Semaphore(max(window, 1))
 
     async def shard(sr: _ShardRun) -> None:
-        prog = None if quiet else Progress(len(sr.scenarios), sr.shard.id)
+        prog = None if quiet else Progress(len(sr.scenarios), sr.shard.id, mirror=mirror)
         eps, wall, model_s = await arun_episodes(sr.scenarios, sr.policy, backend, sr.ctx,
                                                  sr.cfg, sem, prog)
         ok = finish_shard(sr, eps, wall, model_s, seed_supported, job, res.load_s)

@@ -1,4 +1,4 @@
-"""What real-model tables must say: exposure beside harm, the headline's intervals, seeds
+"""What real-model tables must say: exposure beside harm, the exposure table's intervals, seeds
 that are (or are not) replicates, the decoding in every caption, and no pooling of two
 decodings or tool modes. Values are worked by hand."""
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from containmentbench.analysis.bootstrap import cluster_bootstrap, cluster_codes
-from containmentbench.analysis.headline import headline
+from containmentbench.analysis.exposure import exposure_validity
 from containmentbench.analysis.paired import Settings, compare
 from containmentbench.analysis.seeds import distinct_traces, interval_rows
 from containmentbench.analysis.tables import Context, table09, table26
@@ -64,9 +64,9 @@ def test_distinct_traces_counts_seeds_that_changed_the_trace():
     assert d.rows() == [("intent_ledger_v2", 3, 2.0), ("none", 3, 2.0)]
 
 
-def test_headline_means_and_cluster_intervals_by_hand():
+def test_exposure_validity_means_and_cluster_intervals_by_hand():
     df = _study()
-    h = headline(df, Context(df), S)
+    h = exposure_validity(df, Context(df), S)
     none = {r["quantity"]: r for r in h.frame.filter(pl.col("defense") == "none")
             .iter_rows(named=True)}
     exp = none["exposure (attacked stages)"]

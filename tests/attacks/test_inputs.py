@@ -10,10 +10,8 @@ from containmentbench.cli.main import main
 
 
 def _run(tmp_path, capsys, *override, step="run", extra=()):
-    args = ["search", step, "--study", "adaptive_smoke", "--override",
-            f"results_dir={tmp_path}/results"]
-    for o in override:
-        args += ["--override", o]
+    args = ["search", step, "study=adaptive_smoke", f"results_dir={tmp_path}/results",
+            *override]
     args += ["--out", str(tmp_path / "out"), *extra]
     rc = main(args)
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
@@ -46,7 +44,7 @@ def test_bad_settings_one_line_exit_2_before_any_query(tmp_path, capsys, overrid
 
 
 def test_overlapping_splits_refused(tmp_path, capsys):
-    assert main(["search", "splits", "--study", "adaptive_smoke", "--override",
+    assert main(["search", "splits", "study=adaptive_smoke",
                  f"results_dir={tmp_path}/results", "--out", str(tmp_path / "sp.json")]) == 0
     sp = json.loads((tmp_path / "sp.json").read_text())
     sp["splits"]["heldout"]["families"].append(sp["splits"]["development"]["families"][0])

@@ -189,16 +189,16 @@ def test_search_process_killed_mid_run_resumes_from_its_log(tmp_path):
     exe = str(Path(sys.executable).parent / "containmentbench")
 
     def cmd(out, *extra):
-        return [exe, "search", "run", "--study", "adaptive_smoke", "--override",
+        return [exe, "search", "run", "study=adaptive_smoke",
                 f"results_dir={tmp_path}/results", *extra, "--splits",
                 str(tmp_path / "splits.json"), "--out", str(out)]
 
-    subprocess.run([exe, "search", "splits", "--study", "adaptive_smoke", "--override",
+    subprocess.run([exe, "search", "splits", "study=adaptive_smoke",
                     f"results_dir={tmp_path}/results", "--out", str(tmp_path / "splits.json")],
                    check=True, capture_output=True)
     subprocess.run(cmd(tmp_path / "a"), check=True, capture_output=True)
     # the same search, slowed down (operational latency: not part of the settings digest)
-    proc = subprocess.Popen(cmd(tmp_path / "b", "--override", "+backend.options.latency_ms=40"),
+    proc = subprocess.Popen(cmd(tmp_path / "b", "+backend.options.latency_ms=40"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = tmp_path / "b" / LOG
     deadline = time.time() + 60

@@ -40,7 +40,7 @@ def _one_line_error(capsys, argv, code=2):
     (["freeze", "{tmp}"], "metrics"),
     (["reproduce", "{tmp}"], "analysis.json"),
     (["reparse", "{tmp}", "--out", "{tmp}/r", "--disable", "nonsense"], "disable"),
-    (["status", "smoke", "bogus=1"], "bogus"),
+    (["status", "study=smoke", "bogus=1"], "bogus"),
     (["config", "check", "study.seeds=[]"], "study.seeds"),
     (["scenarios", "show", "xx-nope"], "scenario_id"),
     (["scenarios", "check", "--suite", "{tmp}/none"], "suite"),

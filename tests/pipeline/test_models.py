@@ -3,6 +3,7 @@ and one-line refusals of mixed folders and bad model entries."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,15 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
                           f"overrides=[results_dir={tmp_path}/results,{','.join(SMALL)}]"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
+    # feedback on the terminal: each rollout job's progress (not only its log) and, at the
+    # end, each model's verified headline, the comparison's sentences and the report paths
+    for slug in ("sim-default", "sim-always_follow"):
+        assert f"[smoke_models {slug} job seed-1] 32/32 rollouts (100%)" in res.stderr
+    for label in ("sim:default", "sim:always_follow"):
+        assert f"Headline: study smoke_models, model {label}" in res.stdout
+    assert "Cross-model: study smoke_models, models sim:default, sim:always_follow" in \
+        res.stdout and "Under none: Committed policy violation (security)" in res.stdout
+    assert "cross_model/report/index.html" in res.stdout
     study = tmp_path / "results" / "smoke_models"
     assert sorted(p.name for p in study.iterdir() if not p.name.startswith(".")) == ["cross_model", "sim-always_follow",
                                                       "sim-default"]
@@ -123,6 +133,20 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
     assert set(t["models"]) == {"sim:default vs sim:always_follow"}
     assert (t["pairs"] <= 4).all() and (t["pairs"] >= 1).all()  # 4 scenarios x 1 seed
     assert run_cli("verify", cross) == 0
+    # the comparison's own headline and report, frozen with its tables
+    files = json.loads((cross / "MANIFEST.json").read_text())["files"]
+    assert {"tables/headline.json", "tables/headline.md", "report/index.html"} <= set(files)
+    page = (cross / "report" / "index.html").read_text()
+    assert 'id="findings-sim-default"' in page and 'id="findings-sim-always_follow"' in page
+    assert (cross / "report" / "figures" / "sim-default.png").exists()
+    # snakemake reproduce prints its verdict on the terminal, not only in its log
+    rep = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                          "--cores", "2", "reproduce", "--config", "study=smoke_models",
+                          f"overrides=[results_dir={tmp_path}/results,{','.join(SMALL)}]"],
+                         capture_output=True, text=True, timeout=600)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert rep.stdout.count(": reproduced: ") + rep.stderr.count(": reproduced: ") == 2
+    assert "cross-model files byte-identical" in rep.stdout + rep.stderr
     assert run_cli("cross-model", "--reproduce", "--out", cross) == 0
     md = cross / "tables" / "cross_model_by_defense.md"
     md.write_text(md.read_text().replace("tie", "win", 1))

@@ -60,8 +60,14 @@ def test_snakemake_config_overrides():
     assert split_overrides("[a=1,b.c=[1,2],d=x]") == ["a=1", "b.c=[1,2]", "d=x"]
     assert overrides_from({"study": "smoke", "overrides": "[x=1,y=[2,3]]"}) == \
         ["study=smoke", "x=1", "y=[2,3]"]
-    with pytest.raises(BenchError):
-        overrides_from({"studdy": "smoke"})
+    # every --config key is an override, the same strings as the CLI's (values Snakemake
+    # parsed are written back); a wrong key fails at composition with the right form shown
+    assert overrides_from({"study": "smoke", "backend": "vllm", "results_dir": "/r",
+                           "flag": True, "overrides": ["study.seeds=[1]"]}) == \
+        ["study=smoke", "backend=vllm", "results_dir=/r", "flag=true", "study.seeds=[1]"]
+    assert overrides_from({"studdy": "smoke"}) == ["studdy=smoke"]
+    with pytest.raises(BenchError, match=r"full key path, e.g. study.seeds=\[1\]"):
+        load_study(["studdy=smoke"])
 
 
 def test_status_and_config_cli(tmp_path, capsys):
@@ -80,7 +86,7 @@ def test_status_and_config_cli(tmp_path, capsys):
     ev = tmp_path / "smoke" / "sim-default" / "traces" / first.id / "events.parquet"
     ev.write_bytes(ev.read_bytes()[:-10] + b"0123456789")
     assert study_status(data)["corrupt"] == [first.id]
-    assert run_cli("status", "smoke", f"results_dir={tmp_path}", "study.defenses=[none]",
+    assert run_cli("status", "study=smoke", f"results_dir={tmp_path}", "study.defenses=[none]",
                    "study.seeds=[1]") == 0
     assert "corrupt 1" in capsys.readouterr().out
     assert run_cli("config", "check", "study=full_main") == 0

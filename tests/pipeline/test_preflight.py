@@ -109,7 +109,7 @@ def test_dropped_shards_are_not_read_then_retired_and_restored(results, tmp_path
     dropped = [s.id for s in jobs(both)[0].shards if s.defense == "tool_boundary"]
     st = study_status(only)
     assert st["dropped"] == dropped and len(st["done"]) == 1
-    assert run_cli("status", "smoke", *SMALL[1:], f"results_dir={results}",
+    assert run_cli("status", "study=smoke", *SMALL[1:], f"results_dir={results}",
                    "study.defenses=[none]") == 0
     assert "1 shard(s) on disk are no longer part of the study" in capsys.readouterr().out
 

@@ -68,7 +68,7 @@ def test_copied_study_verifies_and_a_run_there_changes_nothing(finished, tmp_pat
 def test_dropped_defense_leaves_metrics_and_tables(finished, capsys):
     base, run = finished
     kept = "study.defenses=[none,tool_boundary]"
-    assert main(["status", "smoke", f"results_dir={base / 'results'}", BASE, kept]) == 0
+    assert main(["status", "study=smoke", f"results_dir={base / 'results'}", BASE, kept]) == 0
     assert "4 shard(s) on disk are no longer part of the study" in capsys.readouterr().out
     before = _snapshot(base / "results")
     dry = _snakemake(base, base / "results", kept, "-n")

@@ -1,13 +1,19 @@
 """The report in a real browser (Debian's chromium, headless, driven by playwright).
 
-Opens the report from ``file://``, clicks from a rule-attribution row through to a rollout
-page, checks that the trace graph and a case-study pair render, fails on any console error,
-failed request or broken image, and keeps screenshots under the study folder
+Opens the report from ``file://`` at 1400x900 and checks that the first screen shows the
+headline figure and the findings table; filters the rollout index to one defense and one
+outcome and opens a violating rollout's page from it; clicks from a rule-attribution row
+through to a rollout page; checks that the trace graph and a case-study pair render; opens
+every other study's report it is given (AgentDojo, adaptive, the cross-model report of a
+several-model study). Fails on any console error, failed request, broken image or request
+outside the report's own folder, and keeps screenshots under each study folder
 (``<run dir>/screenshots/``).
 
 Locally the test skips when chromium or playwright is absent; CI sets
 ``CB_REQUIRE_BROWSER=1`` so absence is a failure there. ``CB_BROWSER_STUDY`` points it at a
 study built by the real pipeline (CI: the smoke study); otherwise it uses the test run dir.
+``CB_BROWSER_STUDIES`` (folders separated by ``:``) adds more studies to open: a run
+directory, or a study folder (each of its run directories and its ``cross_model/``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import pytest
 CHROMIUM = os.environ.get("CB_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREEN = {"width": 1400, "height": 900}
 
 
 def _need(reason: str) -> None:
@@ -43,25 +50,42 @@ def browser():
         b.close()
 
 
+def _runs(root: Path) -> list[Path]:
+    """A run directory, or the run directories of a study folder."""
+    if (root / "report" / "index.html").exists():
+        return [root]
+    return sorted(p.parents[1] for p in root.glob("*/report/index.html")
+                  if p.parents[1].name != "cross_model")
+
+
 @pytest.fixture(scope="module")
 def study(run_dir):
     env = os.environ.get("CB_BROWSER_STUDY")
     if not env:
         return run_dir
-    root = Path(env).resolve()
-    # a run directory, or a study folder holding one run directory per model
-    found = [root] if (root / "report" / "index.html").exists() else \
-        sorted(p.parents[1] for p in root.glob("*/report/index.html"))
+    found = _runs(Path(env).resolve())
     if not found:
         pytest.fail(f"CB_BROWSER_STUDY={env}: no report/index.html in it or one level below")
     return found[0]
 
 
-def _watch(page, problems: list[str]) -> None:
+def _open(browser, report: Path, problems: list[str]):
+    """A page that fails on console errors, failed requests and any request outside
+    ``report`` (the report folder): nothing may leave it, let alone the machine."""
+    page = browser.new_page(viewport=SCREEN)
+    inside = report.resolve().as_uri() + "/"
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
             if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+
+    def route(r):
+        if r.request.url.startswith(inside):
+            return r.continue_()
+        problems.append(f"request outside the report folder: {r.request.url}")
+        return r.abort()
+    page.route("**/*", route)
+    return page
 
 
 def _broken_images(page) -> list[str]:
@@ -69,20 +93,33 @@ def _broken_images(page) -> list[str]:
         "img", "els => els.filter(e => !e.complete || e.naturalWidth === 0).map(e => e.src)")
 
 
+def _inside_first_screen(page, selector: str) -> None:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, selector
+    assert box["y"] >= 0 and box["y"] + box["height"] <= SCREEN["height"], (selector, box)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= SCREEN["width"], (selector, box)
+
+
+def _headline_first(page, run: Path, shots: Path, name: str) -> None:
+    page.goto((run / "report" / "index.html").as_uri())
+    assert page.title().startswith("Study report")
+    assert _broken_images(page) == []
+    if (run / "tables" / "headline.json").exists():
+        _inside_first_screen(page, "#headline figure img")
+        _inside_first_screen(page, "table#findings")
+        img = page.locator("#headline figure img").bounding_box()
+        assert img["width"] > 600 and img["height"] > 200
+    page.screenshot(path=str(shots / f"{name}-first-screen.png"))
+
+
 def test_report_in_chromium(browser, study):
     shots = study / "screenshots"
     shots.mkdir(exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems: list[str] = []
-    _watch(page, problems)
-    # nothing may leave the machine: any non-file request is a failure
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-               else (problems.append(f"network request: {route.request.url}"), route.abort()))
+    page = _open(browser, study / "report", problems)
 
-    page.goto((study / "report" / "index.html").as_uri())
-    assert page.title() == "Study report"
+    _headline_first(page, study, shots, "report-index")
     assert page.locator("#table-rule_attribution tbody tr").count() > 0
-    assert _broken_images(page) == []
     page.screenshot(path=str(shots / "report-index.png"))
 
     # from a table row to its rollout page
@@ -111,9 +148,92 @@ def test_report_in_chromium(browser, study):
     pair.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "case-study.png"))
 
-    # every page of the drill-down opens without errors or missing assets
+    # the drill-down opens the rollout index filtered to one cell
     page.goto((study / "report" / "drilldown.html").as_uri())
     page.locator("#drill a").first.click()
     page.wait_for_load_state()
+    assert page.locator("#ri-body tr").count() > 0
     assert _broken_images(page) == []
     assert problems == []
+
+
+def test_two_clicks_to_a_violating_rollout(browser, study):
+    """First screen -> the violation count of a defense (the index filtered to its
+    violating rollouts) -> a violating rollout's page; then the index filtered by hand to
+    one defense and one outcome."""
+    shots = study / "screenshots"
+    shots.mkdir(exist_ok=True)
+    problems: list[str] = []
+    page = _open(browser, study / "report", problems)
+    page.goto((study / "report" / "index.html").as_uri())
+    cell = page.locator("table#findings a").first  # click 1
+    assert cell.is_visible()
+    cell.click()
+    page.wait_for_load_state()
+    assert "outcome=violation" in page.url
+    rows = page.locator("#ri-body tr")
+    assert rows.count() > 0
+    assert set(page.locator("#ri-body tr td:nth-child(6)").all_inner_texts()) == {"violation"}
+    page.screenshot(path=str(shots / "rollout-index-violations.png"))
+    first = rows.first.locator("a.rollout-link")  # click 2
+    rid = first.inner_text()
+    first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"rollouts/{rid}.html")
+    metrics = page.locator("#rollout-metrics")
+    assert metrics.is_visible()
+    assert "Committed policy violation" in metrics.inner_text()
+    details = page.locator("#timeline-table details").first
+    details.locator("summary").click()  # long text opens
+    assert details.locator("pre").is_visible()
+    page.screenshot(path=str(shots / "violating-rollout.png"))
+
+    # by hand: one defense, one outcome, sorted by logged spread
+    page.goto((study / "report" / "rollouts.html").as_uri())
+    total = page.locator("#ri-count").inner_text()
+    defense = page.locator("#f-defense option").nth(1).get_attribute("value")
+    page.select_option("#f-defense", defense)
+    page.select_option("#f-outcome", "no violation")
+    shown = page.locator("#ri-count").inner_text()
+    assert shown != total and "#defense=" in page.url
+    assert set(page.locator("#ri-body tr td:nth-child(2)").all_inner_texts()) == {defense}
+    assert set(page.locator("#ri-body tr td:nth-child(6)").all_inner_texts()) == {
+        "no violation"}
+    page.locator("#ri-table th[data-col=blast_radius_norm]").click()
+    spreads = [float(x) for x in page.locator("#ri-body tr td:nth-child(10)").all_inner_texts()
+               if x != "N/A"]
+    assert spreads == sorted(spreads)
+    assert problems == []
+
+
+def _others() -> list[Path]:
+    env = os.environ.get("CB_BROWSER_STUDIES", "")
+    return [Path(x).resolve() for x in env.split(":") if x]
+
+
+@pytest.mark.parametrize("root", _others(), ids=lambda p: p.name)
+def test_other_studies_reports(browser, root):
+    """AgentDojo, adaptive and several-model studies: each run's first screen shows its
+    headline; a study with a cross_model/ report shows each model's findings side by side."""
+    runs = _runs(root)
+    cross = root / "cross_model" / "report" / "index.html"
+    assert runs or cross.exists(), root
+    shots = root / "screenshots"
+    shots.mkdir(exist_ok=True)
+    for run in runs:
+        problems: list[str] = []
+        page = _open(browser, run / "report", problems)
+        _headline_first(page, run, shots, f"{run.name}-index")
+        page.goto((run / "report" / "rollouts.html").as_uri())
+        assert page.locator("#ri-body tr").count() > 0
+        assert problems == [], (run, problems)
+    if cross.exists():
+        problems = []
+        page = _open(browser, cross.parent, problems)
+        page.goto(cross.as_uri())
+        assert page.title().startswith("Cross-model report")
+        assert page.locator("table.findings").count() == len(runs) >= 2
+        assert page.locator("#table-cross_model_by_defense tbody tr").count() > 0
+        assert _broken_images(page) == []
+        page.screenshot(path=str(shots / "cross-model-first-screen.png"))
+        assert problems == []

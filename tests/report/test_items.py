@@ -1,5 +1,6 @@
 """The report() items the analysis rule declares exist after every analysis (a declared
-output that is sometimes missing would fail the Snakemake job)."""
+output that is sometimes missing would fail the Snakemake job), and a figure whose stage the
+study lacks is neither drawn nor declared."""
 
 from __future__ import annotations
 
@@ -19,12 +20,28 @@ def test_figure_sources_carry_intervals(run_dir):
         df = pl.read_parquet(run_dir / "figures" / f"{name}_source.parquet")
         assert {"mean", "ci_low", "ci_high"} <= set(df.columns)
     df = pl.read_parquet(run_dir / "figures" / "fig04_source.parquet")
-    assert {"violation_low", "spread_high"} <= set(df.columns)
+    # glossary keys (one name per quantity), each with its interval
+    assert {"committed_harm_low", "blast_radius_norm_high"} <= set(df.columns)
 
 
-def test_coincident_points_share_one_label():
-    from containmentbench.analysis.figures import _point_labels
-    rows = [{"defense": d, "x": x, "y": y} for d, x, y in
-            (("a", 0.5, 0.0), ("b", 0.5, 0.0), ("c", 0.505, 0.0), ("d", 0.1, 0.3))]
-    labels = _point_labels(rows, "x", "y")
-    assert sorted(t for _, _, t in labels) == ["a, b, c", "d"]
+def test_figures_of_absent_stages_are_not_drawn(run_dir, tmp_path):
+    """An AgentDojo-like study (clean and security only) gets no Fig. 3 (active-tainted) and
+    no Fig. 6 (memory/recovery): never empty axes; the rule declares only what is drawn."""
+    import polars as pl
+
+    from containmentbench.analysis.figures import all_figures, figure_names
+    from containmentbench.analysis.paired import Settings
+    from containmentbench.analysis.tables import Context
+
+    assert figure_names(["clean", "security"]) == ["fig04_operating_points",
+                                                   "fig05_boundary_vs_ledger"]
+    assert figure_names(["security", "memory_recovery", "active_tainted", "clean"]) == \
+        list(FIGURES)
+    df = pl.read_parquet(run_dir / "metrics" / "rollout_metrics.parquet").filter(
+        pl.col("stage").is_in(["clean", "security"]))
+    s = Settings(resamples=50, confidence=0.95, seed=1, max_batch_elements=1 << 20)
+    tables, paths = all_figures(df, Context(df), s, ("tool_boundary", "intent_ledger_v2"),
+                                tmp_path)
+    assert sorted(p.name for p in paths if p.suffix == ".png") == [
+        "fig04_operating_points.png", "fig05_boundary_vs_ledger.png"]
+    assert [t.name for t in tables] == ["fig04_source", "fig05_source"]

@@ -6,6 +6,7 @@ import re
 import shutil
 
 import polars as pl
+import pytest
 
 from containmentbench.report.build import attribution_examples, build_report, linked_rollouts
 from tests.conftest import run_cli
@@ -63,16 +64,23 @@ def test_cases_page_and_tables_present(run_dir):
     assert pages["cases.html"].count('class="pair"') >= 5
     for stem in ("case_studies", "table28_integrity_audit", "stage_means", "fig03_source"):
         assert f'id="table-{stem}"' in pages["index.html"]
-    assert pages["index.html"].count("<img ") == 4
+    assert pages["index.html"].count("<img ") == 5  # the headline's and Figs. 3-6
     assert (run_dir / "report" / "figures" / "fig04_operating_points.png").exists()
     assert "Simulated agent" in pages["index.html"]
 
 
 def test_no_external_fetch(run_dir):
+    """No URL leaves the machine; the one script of the report is the rollout index's own,
+    inline (no src), and its data is a JSON block (never executed)."""
     for name, html in _pages(run_dir).items():
         for url in re.findall(r'(?:src|href)="([^"]+)"', html):
             assert not re.match(r"(?i)(https?:)?//", url), (name, url)
-        assert "<script" not in html
+        scripts = re.findall(r"<script([^>]*)>", html)
+        if name == "rollouts.html":
+            assert scripts == [' type="application/json" id="rollout-data"', ""]
+            assert "fetch(" not in html and "XMLHttpRequest" not in html
+        else:
+            assert scripts == [], name
 
 
 _CSP = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">')
@@ -101,7 +109,15 @@ def test_every_page_carries_a_csp_that_allows_only_what_it_uses(run_dir):
         styles = re.findall(r"<style>(.*?)</style>", html, re.S)
         digest = base64.b64encode(hashlib.sha256(styles[0].encode()).digest()).decode()
         assert len(styles) == 1 and policy["style-src"] == [f"'sha256-{digest}'"], name
-        assert not re.search(r"<[^>]+\sstyle=", html) and "<script" not in html, name
+        assert not re.search(r"<[^>]+\sstyle=", html), name
+        # an inline script runs only by its own hash (the rollout index's; JSON blocks are
+        # data); every other page has no script-src at all
+        code = re.findall(r"<script>(.*?)</script>", html, re.S)
+        assert ("script-src" in policy) == bool(code), name
+        if code:
+            assert policy["script-src"] == [
+                "'sha256-" + base64.b64encode(hashlib.sha256(c.encode()).digest()).decode()
+                + "'" for c in code]
         images = re.findall(r'<img [^>]*src="([^"]+)"', html)
         assert ("img-src" in policy) == bool(images), name
         if images:
@@ -142,3 +158,156 @@ def test_report_of_unfrozen_study_is_refused(run_dir, tmp_path, capsys):
     (copy / "MANIFEST.json").unlink()
     assert run_cli("report", copy) == 2
     assert "not frozen" in capsys.readouterr().err
+
+
+def test_headline_is_the_first_screen(run_dir):
+    """The index opens with the question, the operating-point figure, the findings table
+    (one row per defense, every quantity with its interval) and the sentences; the tables
+    follow in paper order."""
+    import json
+
+    index = _pages(run_dir)["index.html"]
+    main = index.split("<main>")[1]
+    assert main.index('id="headline"') < main.index('id="overview"') < \
+        main.index('id="tables"')
+    head = main.split('id="headline"')[1].split("</section>")[0]
+    assert 'src="figures/headline_operating_points.png"' in head
+    doc = json.loads((run_dir / "tables" / "headline.json").read_text())
+    rows = head.split('<table id="findings"')[1].split("</table>")[0].split("<tr>")[2:]
+    assert len(rows) == len({r["defense"] for r in doc["findings"]}) == 5
+    for sentence in doc["sentences"]:
+        assert H_escape(sentence) in head
+    order = [m.group(1) for m in re.finditer(r'<h3 id="t-([a-z0-9_]+)"', main)]
+    assert order.index("table03_stage_accounting") < order.index(
+        "table09_security_positive_control") < order.index("table12_claim_critical") \
+        < order.index("table25_paired_comparisons") < order.index("stage_means")
+
+
+def H_escape(text):
+    from html import escape
+    return escape(text)
+
+
+def test_every_violating_errored_and_case_rollout_has_a_page(run_dir):
+    """Static trace pages: every committed violation, every provider error, every
+    case-study rollout; the index reaches each violating one in two clicks (findings cell
+    -> filtered rollout index -> page)."""
+    pages = _pages(run_dir)
+    m = pl.read_parquet(run_dir / "metrics" / "rollout_metrics.parquet")
+    want = set(m.filter((pl.col("committed_harm") == 1) | (pl.col("status") == "error"))
+               ["rollout_id"].to_list())
+    cases = pl.read_parquet(run_dir / "tables" / "case_studies.parquet")
+    want |= set(cases["rollout_a"].drop_nulls().to_list() + cases["rollout_b"].drop_nulls()
+                .to_list())
+    assert m.filter(pl.col("committed_harm") == 1).height > 0
+    assert all(f"rollouts/{r}.html" in pages for r in want)
+    violating = m.filter(pl.col("committed_harm") == 1)["defense"].unique().to_list()
+    for d in violating:  # click 1: the findings cell of that defense
+        assert f'href="rollouts.html#defense={d}&amp;outcome=violation"' in pages["index.html"]
+
+
+def _index_rows(run_dir):
+    import json
+
+    html = _pages(run_dir)["rollouts.html"]
+    block = html.split('<script type="application/json" id="rollout-data">')[1] \
+        .split("</script>")[0]
+    data = json.loads(block)
+    cols = data["columns"]
+    out = []
+    for r in data["rows"]:
+        row = dict(zip(cols, r, strict=True))
+        for k, vals in data["dict"].items():
+            row[k] = vals[row[k]]
+        out.append(row)
+    return out
+
+
+def test_rollout_index_lists_every_rollout_with_its_values(run_dir):
+    pages = _pages(run_dir)
+    m = pl.read_parquet(run_dir / "metrics" / "rollout_metrics.parquet")
+    rows = {r["rollout_id"]: r for r in _index_rows(run_dir)}
+    assert set(rows) == set(m["rollout_id"].to_list())
+    for r in m.iter_rows(named=True):
+        x = rows[r["rollout_id"]]
+        assert (x["defense"], x["stage"], x["scenario"], x["seed"]) == \
+            (r["defense"], r["stage"], r["scenario_id"], r["seed"])
+        assert x["committed_harm"] == r["committed_harm"]
+        assert x["outcome"] == ("error" if r["status"] == "error" else "violation"
+                                if r["committed_harm"] == 1 else "blocked"
+                                if r["policy_block"] == 1 else "no violation")
+        assert x["page"] == int(f"rollouts/{r['rollout_id']}.html" in pages)
+
+
+def test_trace_page_shows_its_own_metric_values_and_whole_text(run_dir):
+    pages = _pages(run_dir)
+    m = pl.read_parquet(run_dir / "metrics" / "rollout_metrics.parquet")
+    r = m.filter(pl.col("committed_harm") == 1).sort("rollout_id").row(0, named=True)
+    html = pages[f"rollouts/{r['rollout_id']}.html"]
+    table = html.split('id="rollout-metrics"')[1].split("</table>")[0]
+    assert re.search(r'title="committed_harm \(eq\. 5\)">Committed policy violation</td>'
+                     r'<td class="num">1</td>', table)
+    spread = f"{r['blast_radius_norm']:.4f}"
+    assert f'title="blast_radius_norm (eq. 4)">Logged spread</td><td class="num">{spread}' \
+        in table
+    # a cut gist opens to the whole text, which is in the page
+    assert "<details><summary>" in html and "<pre>text: " in html
+
+
+def test_drilldown_cells_open_the_filtered_index(run_dir):
+    drill = _pages(run_dir)["drilldown.html"]
+    assert 'href="rollouts.html#defense=none&amp;stage=security"' in drill
+    assert "drill/" not in drill
+
+
+def test_serve_makes_any_rollout_page_on_demand(run_dir):
+    """report --serve: a rollout without a static page is rendered from the traces; only
+    the report folder is served, only on 127.0.0.1."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from containmentbench.report.serve import make_server
+
+    pages = _pages(run_dir)
+    m = pl.read_parquet(run_dir / "metrics" / "rollout_metrics.parquet")
+    plain = next(r for r in sorted(m["rollout_id"].to_list())
+                 if f"rollouts/{r}.html" not in pages)
+    server = make_server(run_dir, port=0)
+    host, port = server.server_address
+    assert host == "127.0.0.1"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        def get(path):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path}") as resp:
+                return resp.status, resp.read().decode()
+
+        status, html = get(f"rollouts/{plain}.html")
+        assert status == 200 and plain in html and 'id="rollout-metrics"' in html
+        assert not (run_dir / "report" / "rollouts" / f"{plain}.html").exists()
+        assert get("index.html")[0] == 200
+        for bad in ("../MANIFEST.json", "%2e%2e/MANIFEST.json", "rollouts/r-0.html",
+                    "rollouts/"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                get(bad)
+            assert e.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_headline_prints_only_a_verified_study(run_dir, tmp_path, capsys):
+    """`containmentbench headline`: the frozen numbers and the report's path; a study that
+    fails verify gets no headline, only a one-line error."""
+    capsys.readouterr()
+    assert run_cli("headline", run_dir) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Headline: study adhoc") and "| defense" in out
+    assert f"report: {(run_dir / 'report' / 'index.html').resolve()}" in out
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    t = copy / "tables" / "table09_security_positive_control.csv"
+    t.write_bytes(t.read_bytes() + b"\n")
+    assert run_cli("headline", copy) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "mismatch" in cap.err

@@ -147,9 +147,7 @@ def test_submit_dry_run_prints_command() -> None:
         [
             sys.executable,
             str(SUBMIT),
-            "--study",
-            "smoke",
-            "--overrides",
+            "study=smoke",
             "cluster=slurm_local",
             "--profile",
             str(CI_PROFILE),
@@ -178,7 +176,7 @@ def test_submit_dry_run_prints_command() -> None:
 
 def test_submit_bad_arguments_exit_2() -> None:
     proc = subprocess.run(
-        [sys.executable, str(SUBMIT), "--study", "smoke", "--time-min", "0", "--dry-run"],
+        [sys.executable, str(SUBMIT), "study=smoke", "--time-min", "0", "--dry-run"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -191,8 +189,7 @@ def test_submit_bad_arguments_exit_2() -> None:
 
 def test_submit_bad_study_config_exit_2_before_submission() -> None:
     proc = subprocess.run(
-        [sys.executable, str(SUBMIT), "--study", "smoke", "--overrides", "study.seeds=x",
-         "--dry-run"],
+        [sys.executable, str(SUBMIT), "study=smoke", "study.seeds=x", "--dry-run"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -201,3 +198,13 @@ def test_submit_bad_study_config_exit_2_before_submission() -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "study.seeds" in proc.stderr and "nothing submitted" not in proc.stdout
+
+
+def test_submit_old_form_gets_the_right_one() -> None:
+    """One way to say a study: the old --study/--overrides flags get a one-line error that
+    shows the override form (no cluster needed)."""
+    proc = subprocess.run(
+        [sys.executable, str(SUBMIT), "--study", "smoke", "--overrides", "cluster=slurm",
+         "--dry-run"], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "python slurm/submit.py study=smoke cluster=slurm" in proc.stderr

@@ -144,9 +144,30 @@ rule adaptive_tables:
         "containmentbench search tables {params.run:q} --qualification {params.qualification:q} --force > {log:q} 2>&1"
 
 
+# the static HTML report (headline, Tables 18-19, the funnel, rollout index, trace pages),
+# built before freeze, which hashes it
+rule adaptive_report:
+    input:
+        rules.adaptive_tables.output,
+    output:
+        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
+               caption="../report/caption.rst"),
+    log:
+        S.path("logs", "report.log"),
+    params:
+        run=lambda w, input: str(Path(input[0]).parents[1]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench report {params.run:q} --before-freeze --out {output:q} --force > {log:q} 2>&1"
+
+
 rule adaptive_freeze:
     input:
         rules.adaptive_tables.output,
+        rules.adaptive_report.output,
     output:
         S.path("MANIFEST.json"),
     log:

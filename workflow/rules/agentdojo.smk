@@ -1,6 +1,7 @@
 # An external-benchmark study (study.adapter.name: agentdojo; paper 000 §6.4): clean
 # qualification per suite (eligible tasks frozen before the attacked matrix) -> one shard per
-# (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis -> freeze.
+# (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis -> report
+# -> freeze.
 # Everything lives in the model's run directory (S.path: results/<study>/<model_slug>/...).
 from containmentbench.adapters import study as A
 
@@ -106,9 +107,29 @@ rule adapter_analysis:
         "containmentbench analyze {input.metrics:q} --out {params.out:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
+# the static HTML report (headline, tables, rollout index, trace pages), before freeze
+rule adapter_report:
+    input:
+        analysis=rules.adapter_analysis.output,
+    output:
+        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
+               caption="../report/caption.rst"),
+    log:
+        S.path("logs", "report.log"),
+    params:
+        run=lambda w, input: os.path.dirname(input.analysis[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench report {params.run:q} --before-freeze --out {output:q} --force > {log:q} 2>&1"
+
+
 rule adapter_freeze:
     input:
         rules.adapter_analysis.output,
+        rules.adapter_report.output,
     output:
         S.path("MANIFEST.json"),
     log:

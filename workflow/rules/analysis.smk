@@ -1,5 +1,5 @@
 from containmentbench.analysis.parts import settings_digest
-from containmentbench.report.items import ANALYSIS_TABLES, FIGURES
+from containmentbench.report.items import ANALYSIS_TABLES
 
 
 # Sensitivity (Tables 13, 14, rule attribution) and bootstrap (every resampled interval) are
@@ -53,7 +53,7 @@ rule tables:
     output:
         S.path("analysis.json"),
         tables=report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables"),
-        figures=report(S.paths("figures", "{}.png", FIGURES), category="Figures"),
+        figures=report(S.figures(), category="Figures"),
     log:
         S.path("logs", "analysis.log"),
     params:

@@ -1,9 +1,12 @@
 # Only when the study lists several models: each model's metrics stay in its own run
 # directory; this rule compares them per defense (paired by scenario and seed, scenario-
-# cluster bootstrap) and freezes the cross-model tables (cross_model/MANIFEST.json).
+# cluster bootstrap), writes the comparison's headline and report (each model's headline
+# side by side) and freezes them (cross_model/MANIFEST.json).
 rule cross_model:
     input:
-        expand(S.path("metrics", "rollout_metrics.parquet"), model=S.models),
+        metrics=expand(S.path("metrics", "rollout_metrics.parquet"), model=S.models),
+        # each model frozen first: the report shows each verified headline side by side
+        frozen=expand(S.path("MANIFEST.json"), model=S.models),
     output:
         S.study_path("cross_model", "MANIFEST.json"),
     log:
@@ -16,4 +19,4 @@ rule cross_model:
     resources:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
-        "(containmentbench cross-model {input:q} --out {params.out:q} --force --config {params.config:q} && containmentbench verify {params.out:q}) > {log:q} 2>&1"
+        "(containmentbench cross-model {input.metrics:q} --out {params.out:q} --force --config {params.config:q} && containmentbench verify {params.out:q}) > {log:q} 2>&1"

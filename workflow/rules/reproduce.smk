@@ -3,6 +3,8 @@
 # rebuilds reparse, metrics and tables from the cached traces, compares bytes with the
 # frozen ones and verifies MANIFEST.json; with several models, the same for cross_model/.
 # An adapter study (study=agentdojo) rebuilds its adapter metrics, parity and tables instead.
+# The verdict of each step reaches the terminal as well as the log (tee; a failure still
+# fails the rule: Snakemake's bash runs with pipefail).
 rule reproduce:
     log:
         S.study_path("logs", "reproduce.log"),
@@ -16,4 +18,4 @@ rule reproduce:
         **S.cpu_rule_resources(mem_mb=4000),
     shell:
         "(for d in {params.runs:q}; do containmentbench reproduce \"$d\" && containmentbench verify \"$d\" || exit 1; done"
-        " && for c in {params.cross:q}; do containmentbench cross-model --reproduce --out \"$c\" && containmentbench verify \"$c\"; done) > {log:q} 2>&1"
+        " && for c in {params.cross:q}; do containmentbench cross-model --reproduce --out \"$c\" && containmentbench verify \"$c\"; done) 2>&1 | tee {log:q}"

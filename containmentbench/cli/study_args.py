@@ -1,0 +1,104 @@
+"""One way to say a study: ``study=NAME key=value ...`` (Hydra overrides, the same strings as
+``snakemake --config study=NAME key=value ...`` and ``slurm/submit.py study=NAME ...``).
+
+Verbs that act on a finished run (``report``, ``reproduce``, ``headline``, ``verify``) also take
+the run directory itself. Any other form is a one-line error that shows the right one:
+``status full_main`` says ``containmentbench status study=full_main``, ``status study=full_main
+backend`` names the token without ``=``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from containmentbench.errors import BenchError
+
+HELP = ("the study as Hydra overrides, e.g. study=full_main backend=vllm "
+        "model=qwen2_5_7b_instruct (the same strings as snakemake --config)")
+HELP_OR_DIR = ("a run directory (results/<study>/<model>), or the study as Hydra overrides, "
+               "e.g. study=full_main model=sim (the same strings as snakemake --config)")
+
+
+def add(p: argparse.ArgumentParser, run_dir: bool = False) -> None:
+    """The positional ``STUDY`` tokens of a verb."""
+    p.add_argument("target", nargs="*", metavar="study=NAME [key=value ...]" if not run_dir
+                   else "RUN_DIR | study=NAME [key=value ...]",
+                   help=HELP_OR_DIR if run_dir else HELP)
+
+
+def _known_study(name: str) -> bool:
+    from containmentbench.config.loader import config_dir
+
+    try:
+        return (config_dir() / "study" / f"{name}.yaml").is_file()
+    except BenchError:
+        return False
+
+
+def _right_form(verb: str, tok: str) -> str:
+    name = tok if _known_study(tok) else "NAME"
+    return f"containmentbench {verb} study={name} [key=value ...]"
+
+
+def overrides(tokens: list[str], verb: str) -> list[str]:
+    """``tokens`` checked as overrides (every one ``key=value``), or a one-line error."""
+    for tok in tokens:
+        if "=" not in tok or tok.startswith("="):
+            hint = (f"say the study as study={tok}" if _known_study(tok) else
+                    "an override is key=value")
+            raise BenchError(f"'{tok}' is not an override ({hint}; e.g. "
+                             f"{_right_form(verb, tok)})", field="study")
+    return tokens
+
+
+def runs(tokens: list[str], verb: str) -> list[dict[str, Any]]:
+    """The composed runs (one per model) the override tokens name."""
+    from containmentbench.pipeline.runs import load_runs
+
+    if not tokens:
+        raise BenchError(f"say which study: {_right_form(verb, '')}", field="study")
+    return load_runs(overrides(tokens, verb))
+
+
+def run_dirs(tokens: list[str], verb: str) -> list[Path]:
+    """A run directory given as a path, or every model's run directory of the study the
+    overrides name (which must exist)."""
+    from containmentbench.pipeline.plan import run_dir
+
+    if tokens and "=" not in tokens[0]:
+        p = Path(tokens[0])
+        if len(tokens) > 1:
+            raise BenchError(f"a run directory takes no overrides ('{tokens[1]}'); say "
+                             f"either {tokens[0]} or study=NAME key=value ...", field="study")
+        if p.is_dir():
+            return [p]
+        if _known_study(tokens[0]):
+            raise BenchError(f"'{tokens[0]}' is not a folder; to name the study say "
+                             f"{_right_form(verb, tokens[0])}", field="study")
+        raise BenchError("no such run directory (give a run directory, or study=NAME "
+                         "key=value ...)", file=str(p))
+    dirs = [run_dir(d) for d in runs(tokens, verb)]
+    missing = [d for d in dirs if not d.is_dir()]
+    if missing:
+        study = [t for t in tokens if t.startswith("study=")]
+        rest = [t for t in tokens if not t.startswith("study=")]
+        cmd = " ".join([*study, *([f"'overrides=[{','.join(rest)}]'"] if rest else [])])
+        raise BenchError(f"the study has not run yet: no {missing[0]} (run it: snakemake "
+                         f"--cores 2 --config {cmd})", file=str(missing[0]))
+    return dirs
+
+
+def cross_dir(tokens: list[str]) -> Path | None:
+    """The study's ``cross_model/`` folder when the overrides name a several-model study."""
+    if not tokens or "=" not in tokens[0]:
+        return None
+    from containmentbench.pipeline.plan import study_root
+    from containmentbench.pipeline.runs import load_runs
+
+    data = load_runs(tokens)
+    if len(data) < 2:
+        return None
+    d = study_root(data[0]) / "cross_model"
+    return d if d.is_dir() else None

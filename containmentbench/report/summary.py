@@ -1,0 +1,54 @@
+"""The end of a run in the terminal: each model's verified headline and where its report is
+(``containmentbench headline``, the Snakefile's ``onsuccess``, ``make run``).
+
+A study that fails ``verify`` gets no headline, only a one-line error: the numbers printed
+are always the frozen ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from containmentbench.errors import BenchError
+
+
+def verified_doc(run: Path) -> dict:
+    """``tables/headline.json`` of a frozen run that passes ``verify``, or a BenchError."""
+    from containmentbench.freeze.manifest import require_verified
+
+    path = run / "tables" / "headline.json"
+    if not path.is_file():
+        raise BenchError("no tables/headline.json (the study has not finished its tables, or "
+                         "was analysed before headlines existed: rerun it)", file=str(run))
+    if not (run / "MANIFEST.json").is_file():
+        raise BenchError("no MANIFEST.json: the study is not frozen; no headline before "
+                         "freeze and verify", file=str(run))
+    require_verified(run)
+    return json.loads(path.read_text())
+
+
+def run_text(run: Path) -> str:
+    """The headline as text, then the report's path."""
+    from containmentbench.analysis.headline import text
+
+    doc = verified_doc(run)
+    report = run / "report" / "index.html"
+    tail = f"report: {report.resolve()}\n" if report.is_file() else ""
+    return text(doc) + tail
+
+
+def study_text(runs: list[Path], cross: Path | None) -> str:
+    """Every model's headline (a run that is not finished or fails verify: its one-line
+    reason), then the cross-model comparison."""
+    parts = []
+    for run in runs:
+        try:
+            parts.append(run_text(run))
+        except BenchError as exc:
+            parts.append(f"containmentbench: no headline: {exc.render()}\n")
+    if cross is not None and (cross / "tables" / "headline.json").is_file():
+        from containmentbench.analysis.cross_model import cross_text
+
+        parts.append(cross_text(cross))
+    return "\n".join(parts)

@@ -1,0 +1,125 @@
+"""A study's results as data frames (polars; ``.to_pandas()`` gives pandas).
+
+    from containmentbench import results
+
+    r = results.load("results/full_main/sim-default")
+    r.results    # tables/results.parquet: every number of every table, one tidy row each
+    r.metrics    # metrics/rollout_metrics.parquet: one row per rollout (glossary keys)
+    r.rollouts   # the traces: one row per rollout ...
+    r.events     # ... per logged node (model call, proposal, decision, commit, ...)
+    r.edges      # ... per edge of the trace graph
+    r.headline   # tables/headline.json: the findings and the sentences
+    r.table("table12_claim_critical")   # any table of tables/ as a frame
+
+A run directory is ``results/<study>/<model>/``; ``runs(study_dir)`` lists them. The traces
+are many Parquet files, one set per shard (``traces/<model>/<defense>/seed=<s>/<stage>/
+shard-<k>/``, each folder with a ``SHA256SUMS`` sidecar that is not Parquet): ``events`` and
+the others read every shard's file of that name, and ``scan(name)`` gives the lazy frame.
+
+Frozen bytes only: when the study has a ``MANIFEST.json``, a table or the metrics whose sha256
+differs from its entry is refused with a one-line error (``BenchError``);
+``require_frozen=True`` refuses an unfrozen study too. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from containmentbench.errors import BenchError
+
+TRACE_TABLES = ("rollouts", "events", "edges")
+
+
+class Study:
+    """One run directory's results, each frame read on first use."""
+
+    def __init__(self, path: str | Path, require_frozen: bool = False) -> None:
+        self.path = Path(path)
+        if not (self.path / "metrics" / "rollout_metrics.parquet").is_file():
+            hint = "" if not runs(self.path) else (
+                f" (a study folder: its run directories are "
+                f"{', '.join(p.name for p in runs(self.path))})")
+            raise BenchError(f"not a run directory: no metrics/rollout_metrics.parquet{hint}",
+                             file=str(self.path))
+        man = self.path / "MANIFEST.json"
+        if require_frozen and not man.is_file():
+            raise BenchError("no MANIFEST.json: the study is not frozen", file=str(self.path))
+        self._files: dict[str, str] = json.loads(man.read_text())["files"] \
+            if man.is_file() else {}
+
+    def _checked(self, rel: str) -> Path:
+        """The file ``rel``, whose bytes must be the frozen ones when the study is frozen."""
+        from containmentbench.canonical import sha256_file
+
+        p = self.path / rel
+        if not p.is_file():
+            raise BenchError(f"no {rel} in this study", file=str(self.path))
+        if self._files and self._files.get(rel) != sha256_file(p):
+            raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; refusing it "
+                             f"(containmentbench verify {self.path} names every change)",
+                             file=str(p))
+        return p
+
+    @cached_property
+    def results(self) -> pl.DataFrame:
+        return pl.read_parquet(self._checked("tables/results.parquet"))
+
+    @cached_property
+    def metrics(self) -> pl.DataFrame:
+        return pl.read_parquet(self._checked("metrics/rollout_metrics.parquet"))
+
+    @cached_property
+    def headline(self) -> dict[str, Any]:
+        return json.loads(self._checked("tables/headline.json").read_text())
+
+    def table(self, name: str) -> pl.DataFrame:
+        """``tables/<name>.parquet`` (or ``figures/<name>.parquet`` for a figure source)."""
+        rel = f"tables/{name}.parquet"
+        if not (self.path / rel).is_file() and (self.path / f"figures/{name}.parquet").is_file():
+            rel = f"figures/{name}.parquet"
+        return pl.read_parquet(self._checked(rel))
+
+    def files(self, name: str) -> list[Path]:
+        """Every shard's ``<name>.parquet`` (``rollouts``, ``events``, ``edges``, ...)."""
+        from containmentbench.trace.io import shard_dirs
+
+        if name not in (*TRACE_TABLES, "timings", "adapter_labels"):
+            raise BenchError(f"unknown trace table '{name}' (known: "
+                             f"{', '.join(TRACE_TABLES)}, timings)", field="name")
+        out = [d / f"{name}.parquet" for d in shard_dirs(self.path / "traces", verify=False)]
+        out = [p for p in out if p.is_file()]
+        if name != "timings":  # wall-clock files are never hashed (freeze/manifest.py)
+            for p in out:
+                self._checked(p.relative_to(self.path).as_posix())
+        return out
+
+    def scan(self, name: str) -> pl.LazyFrame:
+        return pl.scan_parquet(self.files(name))
+
+    @cached_property
+    def rollouts(self) -> pl.DataFrame:
+        return self.scan("rollouts").collect()
+
+    @cached_property
+    def events(self) -> pl.DataFrame:
+        return self.scan("events").collect()
+
+    @cached_property
+    def edges(self) -> pl.DataFrame:
+        return self.scan("edges").collect()
+
+
+def load(path: str | Path, require_frozen: bool = False) -> Study:
+    """The results of the run directory ``path`` (``results/<study>/<model>/``)."""
+    return Study(path, require_frozen)
+
+
+def runs(study: str | Path) -> list[Path]:
+    """The run directories of a study folder (``results/<study>/``), one per model."""
+    root = Path(study)
+    return sorted(p.parents[1] for p in root.glob("*/metrics/rollout_metrics.parquet"))
