@@ -94,15 +94,18 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     rows25 = configured + boot["sweep"]
     div = boot["divergence"]
     out_tables: list[Table] = [head, plain["stage_means"], plain["table03"], plain["table09"],
-                               tables.table10(div, ctx), plain["table11"],
+                               tables.table10(div, ctx, df), plain["table11"],
                                tables.table12(claims, zero, ctx,
-                                              sorted({c.b for c in claims} | {c.a for c in claims})),
+                                              sorted({c.b for c in claims} | {c.a for c in claims}),
+                                              df),
                                plain["table15"], plain["table22"],
-                               tables.table25(rows25, ctx), plain["table26"],
+                               tables.table25(rows25, ctx, df), plain["table26"],
                                Table("zero_event_bounds", ctx.caption(
                                    "Zero-event one-sided upper bounds at rollout and scenario-"
                                    "cluster level: exact binomial 95% and the rule of three "
-                                   "(§7.2)."), zero)]
+                                   "(§7.2); n counts outcome rollouts, provider errors, context "
+                                   "overflows and N/A rollouts are excluded and counted."),
+                                   zero)]
     if sens["stage_contribution"] is not None:
         out_tables.append(tables.table13(sens["stage_contribution"], sc["a"], sc["b"], ctx))
     if sens["sensitivity"] is not None:
