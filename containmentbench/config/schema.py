@@ -46,6 +46,19 @@ class AdaptiveConfig:
     feedback: str = "F1"                # the common funnel stage only
     optimized_for: str = "none"         # the defense the search queries
     target_preserving: bool = True      # reject rewrites that drop the exact target action
+    # Table 18's protocol (attacks/replay.py): "paper" -- a first search that is NOT
+    # target-preserving, optimized for `optimized_for`, its frozen candidates replayed on the
+    # held-out clusters under `transfer_defenses` and on the audit clusters under
+    # `instance_defenses` (§6.3); "target_preserving" -- the target-preserving search's
+    # candidates replayed under every study defense in both modes (a named variant)
+    table18_protocol: str = "paper"
+    transfer_defenses: list[str] = field(default_factory=lambda: [
+        "none", "tool_boundary", "taint_only_v1"])
+    instance_defenses: list[str] = field(default_factory=lambda: ["none"])
+    # defense-specific optimization after a passing qualification (§6.3): one bounded,
+    # target-preserving search per defense, its candidates replayed under that defense
+    defense_specific: list[str] = field(default_factory=lambda: [
+        "tool_boundary", "taint_only_v1"])
     roots: int = 3
     branching: int = 3
     width: int = 6
