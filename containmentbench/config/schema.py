@@ -26,9 +26,16 @@ class AdapterConfig:
                                                        "travel"])
     pipeline: str = "ground_truth"      # ground_truth | backend (the configured backend)
     attack: str = "direct"              # an AgentDojo attack name
-    max_user_tasks: int = 0             # first N user tasks per suite (0 = all)
+    max_user_tasks: int = 0             # first N user tasks per suite (0 = all): the pool
     injection_tasks: list[str] = field(default_factory=list)  # subset (empty = all)
     min_eligible: int = 1               # qualification gate before the attacked matrix
+    # Table 20's staged rows (paper 000 Appendix C): the first N tasks of the pool form the
+    # initial clean qualification (0 = no such row); the first N eligible tasks in task
+    # order are frozen for the attacked matrix (0 = every eligible task); the broader
+    # no-defense screen runs the whole pool's attacked pairs under these seeds (empty = none)
+    initial_pool: int = 0
+    freeze: int = 0
+    screen_seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
