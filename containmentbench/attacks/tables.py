@@ -24,8 +24,9 @@ from typing import Any
 
 import polars as pl
 
+from containmentbench.analysis.diagnostic_tables import ALIAS_NOTE, PAPER_ALIAS
 from containmentbench.analysis.exact import fmean
-from containmentbench.analysis.tables import ALIAS_NOTE, PAPER_ALIAS, Context
+from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
 from containmentbench.errors import BenchError
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from containmentbench.analysis import diagnostic_tables as D
 from containmentbench.analysis import exclusions as X
 from containmentbench.analysis import tables as T
 from containmentbench.analysis.paired import sensitivity, stage_contribution, zero_events
@@ -74,7 +75,7 @@ def test_table22_rates_are_per_model_action():
          "n_model_calls": 4, "n_model_actions": 4, "n_valid_proposals": 3,
          "n_invalid_tool": 1, "parse_failure_rate": 0.0, "committed_harm": 0, "exposed": 1},
     ])
-    t = T.table22(df, T.Context(df))
+    t = D.table22(df, T.Context(df))
     none = t.frame.row(0, named=True)
     assert none["model_actions"] == 12
     assert none["parse_failure"] == pytest.approx(4 / 12)          # per model action
@@ -164,7 +165,7 @@ def test_table24_says_when_it_is_trivial():
                "recorded_parser_versions": ["cb-parser/3"]}
     df = frame([{"scenario_id": "s", "stage": "security", "defense": "none"}])
     ctx = T.Context(df)
-    cap = T.table24(summary, ctx).caption
+    cap = D.table24(summary, ctx).caption
     assert "trivial" in cap and "2 model calls without a parse status" in cap
-    legacy = T.table24({**summary, "recorded_parser_versions": ["cb-parser/3+legacy"]}, ctx)
+    legacy = D.table24({**summary, "recorded_parser_versions": ["cb-parser/3+legacy"]}, ctx)
     assert "trivial" not in legacy.caption
