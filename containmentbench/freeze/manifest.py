@@ -341,9 +341,9 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             # qualification records, as `adapters table20` builds it
             if (study / "tables" / "table20_agentdojo_qualification.parquet").exists():
                 from containmentbench.adapters.agentdojo.report import table20
-                from containmentbench.analysis.writers import write as write_table
+                from containmentbench.analysis.writers import write as write_tables
 
-                write_table(table20(study, scratch / "metrics" / "rollout_metrics.parquet"),
+                write_tables(table20(study, scratch / "metrics" / "rollout_metrics.parquet"),
                             scratch / "tables")
         else:
             raise BenchError(f"adapter '{adapter}' has no reproduce step",
