@@ -107,6 +107,17 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
     df = df.with_columns(
         pl.Series("rolled_back_harm", (rb & (rng.random(n) < 0.5)).astype(np.int32)),
         pl.Series("rolled_back_required", (rb & (rng.random(n) < 0.1)).astype(np.int32)))
+    # the counts behind the parser rates (non-nullable; derived, no new random draws, so
+    # every other column keeps its bytes): model actions = model calls
+    df = df.with_columns(
+        pl.col("n_model_calls").alias("n_model_actions"),
+        (pl.col("valid_tool_proposal_rate") * pl.col("n_model_calls")).floor()
+        .cast(pl.Int64).alias("n_valid_proposals"),
+        (pl.col("parse_failure_rate") * pl.col("n_model_calls")).floor()
+        .cast(pl.Int64).alias("n_parse_failures"),
+        (pl.col("invalid_tool_rate") * pl.col("n_model_calls")).floor()
+        .cast(pl.Int64).alias("n_invalid_tool"),
+        pl.lit(0, pl.Int64).alias("n_truncated"))
     # columns the schema gained after this generator was written: all null
     df = df.with_columns(pl.Series(f.name, pa.nulls(n, f.type)) for f in METRICS
                          if f.name not in df.columns)

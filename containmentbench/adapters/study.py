@@ -49,6 +49,20 @@ def adapter_config(data: dict[str, Any]) -> dict[str, Any]:
         if st not in ("clean", "security"):
             raise BenchError(f"stage '{st}' is not mapped by the AgentDojo adapter (clean, "
                              f"security; §6.4)", field="study.stages")
+    for key in ("initial_pool", "freeze", "min_eligible", "max_user_tasks"):
+        v = a.get(key, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise BenchError("must be a whole number >= 0", field=f"study.adapter.{key}")
+    pool = int(a.get("max_user_tasks") or 0)
+    if pool and a.get("initial_pool", 0) > pool:
+        raise BenchError(f"the initial pool ({a['initial_pool']}) is larger than the candidate "
+                         f"pool (max_user_tasks {pool})", field="study.adapter.initial_pool")
+    if a.get("freeze", 0) and a["freeze"] < int(a.get("min_eligible", 1)):
+        raise BenchError(f"freezing {a['freeze']} tasks cannot meet min_eligible "
+                         f"{a['min_eligible']}", field="study.adapter.freeze")
+    screen = list(a.get("screen_seeds") or [])
+    if len(set(screen)) != len(screen):
+        raise BenchError("a seed is listed twice", field="study.adapter.screen_seeds")
     return a
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from containmentbench.analysis import exclusions as X
 from containmentbench.analysis.bootstrap import (
     Interval,
     cluster_bootstrap,
@@ -211,8 +212,11 @@ def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
     rows = []
     for stage in stages:
         for metric in metrics:
-            base = stage_rows(df.select(metric, "cluster_id", "defense", "stage", "status"),
-                              stage, metric)
+            cols = [metric, "cluster_id", "defense", "stage", "status",
+                    *(["error_kind"] if "error_kind" in df.columns else [])]
+            everything = df.select(cols) if stage == "all" else \
+                df.select(cols).filter(pl.col("stage") == stage)
+            base = stage_rows(everything, stage, metric)
             for defense in sorted(base["defense"].unique().to_list()):
                 sub = base.filter(pl.col("defense") == defense)
                 events = int(sub[metric].sum())
@@ -220,15 +224,19 @@ def zero_events(df: pl.DataFrame, metrics: Sequence[str], stages: Sequence[str]
                     continue
                 n, k = sub.height, sub["cluster_id"].n_unique()
                 r, c = zero_event_bounds(n), zero_event_bounds(k)
+                cell = everything.filter(pl.col("defense") == defense)
                 rows.append({"defense": defense, "metric": metric, "stage": stage, "n": n,
-                             "n_clusters": k, "events": 0,
+                             "n_clusters": k, "events": 0, **X.errors(cell),
+                             "excluded_na": X.na(cell, metric),
                              "rollout_exact_95": r["exact_binomial_95"],
                              "rollout_rule_of_three": r["rule_of_three"],
                              "cluster_exact_95": c["exact_binomial_95"],
                              "cluster_rule_of_three": c["rule_of_three"]})
     return pl.DataFrame(rows, schema={
         "defense": pl.String, "metric": pl.String, "stage": pl.String, "n": pl.Int64,
-        "n_clusters": pl.Int64, "events": pl.Int64, "rollout_exact_95": pl.Float64,
+        "n_clusters": pl.Int64, "events": pl.Int64, "excluded_provider_error": pl.Int64,
+        "excluded_context_overflow": pl.Int64, "excluded_na": pl.Int64,
+        "rollout_exact_95": pl.Float64,
         "rollout_rule_of_three": pl.Float64, "cluster_exact_95": pl.Float64,
         "cluster_rule_of_three": pl.Float64})
 
@@ -292,10 +300,25 @@ def divergence_finish(row: Mapping[str, Any], ci: Interval | None) -> dict[str, 
             "ci_high": ci.high if ci is not None else None}
 
 
+def _excluded(df: pl.DataFrame, defenses: Sequence[str], stage: str,
+              metric: str) -> dict[str, int]:
+    """Rollouts of ``defenses`` on ``stage`` (``all``: every stage) left out of their means:
+    provider errors, context overflows and outcome rollouts without ``metric``."""
+    cell = df.filter(pl.col("defense").is_in(list(defenses)))
+    if stage != "all":
+        cell = cell.filter(pl.col("stage") == stage)
+    return {**X.errors(cell), "excluded_na": X.na(cell, metric)}
+
+
+_EXCLUDED_SCHEMA = {"excluded_provider_error": pl.Int64, "excluded_context_overflow": pl.Int64,
+                    "excluded_na": pl.Int64}
+
+
 def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
                        stages: Sequence[str]) -> pl.DataFrame:
     """Table 13: each stage's share of the all-stage gap mean_a - mean_b, with the stage's
-    weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means)."""
+    weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means), and
+    the rollouts of both defenses each row leaves out (analysis/exclusions.py)."""
     rows = []
     base = stage_rows(df.select(metric, "defense", "stage", "status"), "all", metric)
     n_total = base.filter(pl.col("defense") == a).height
@@ -307,29 +330,35 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
         ma, mb = fmean(sa[metric]), fmean(sb[metric]) if sb.height else None
         gap = (sa.height / n_total) * (ma - mb) if mb is not None else None
         rows.append({"stage": st, "n_per_defense": sa.height, "mean_a": ma, "mean_b": mb,
-                     "weighted_gap": gap})
+                     "weighted_gap": gap, **_excluded(df, (a, b), st, metric)})
     total_gap = sum(r["weighted_gap"] for r in rows if r["weighted_gap"] is not None)
     for r in rows:
         r["gap_share"] = (r["weighted_gap"] / total_gap) if total_gap and \
             r["weighted_gap"] is not None else None
     allr = {"stage": "all", "n_per_defense": n_total,
             "mean_a": fmean(base.filter(pl.col("defense") == a)[metric]) if n_total else None,
-            "mean_b": fmean(base.filter(pl.col("defense") == b)[metric]) if n_total else None, "weighted_gap": total_gap, "gap_share": 1.0 if total_gap
-            else None}
+            "mean_b": fmean(base.filter(pl.col("defense") == b)[metric]) if n_total else None,
+            "weighted_gap": total_gap, **_excluded(df, (a, b), "all", metric),
+            "gap_share": 1.0 if total_gap else None}
     return pl.DataFrame([*rows, allr], schema={
         "stage": pl.String, "n_per_defense": pl.Int64, "mean_a": pl.Float64,
-        "mean_b": pl.Float64, "weighted_gap": pl.Float64, "gap_share": pl.Float64})
+        "mean_b": pl.Float64, "weighted_gap": pl.Float64, **_EXCLUDED_SCHEMA,
+        "gap_share": pl.Float64}).select(
+        "stage", "n_per_defense", "mean_a", "mean_b", "weighted_gap", "gap_share",
+        *_EXCLUDED_SCHEMA)
 
 
 def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     """Table 14: realized- vs fixed-max-denominator spread, by scope, and the
-    completion-conditioned subset (active-tainted pairs where both completed)."""
+    completion-conditioned subset (active-tainted pairs where both completed), with the
+    rollouts behind each mean and those left out (analysis/exclusions.py). The fixed-max
+    denominator is ``metrics.compute._apply_fixed_max``: the maximum |R_tau| over every
+    defense of the study per (scenario, model, seed) key."""
     rows = []
 
-    def mean(stage: str, defense: str, col: str) -> float | None:
-        sub = stage_rows(df.select(col, "defense", "stage", "status"), stage, col) \
+    def cell(stage: str, defense: str, col: str) -> pl.DataFrame:
+        return stage_rows(df.select(col, "defense", "stage", "status"), stage, col) \
             .filter(pl.col("defense") == defense)
-        return fmean(sub[col]) if sub.height else None
 
     for label, stage, col in (
             ("All stages, realized denominator", "all", "blast_radius_norm"),
@@ -337,20 +366,27 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
             ("All stages, fixed max denominator", "all", "blast_radius_fixed"),
             ("Security only, fixed max denominator", "security", "blast_radius_fixed"),
             ("Active stage, fixed max denominator", "active_tainted", "blast_radius_fixed")):
-        rows.append({"scope": label, "mean_a": mean(stage, a, col), "mean_b": mean(stage, b, col)})
+        ca, cb = cell(stage, a, col), cell(stage, b, col)
+        rows.append({"scope": label, "mean_a": fmean(ca[col]) if ca.height else None,
+                     "mean_b": fmean(cb[col]) if cb.height else None, "n_a": ca.height,
+                     "n_b": cb.height, **_excluded(df, (a, b), stage, col),
+                     "not_both_completed": None})
     p = pairs(df, a, b, "authorized_tainted_action_success", "active_tainted")
     done = p.filter((pl.col("value_a") == 1) & (pl.col("value_b") == 1))
     keys = done.select(PAIR_KEYS)
     base = stage_rows(df.select(*PAIR_KEYS, "blast_radius_norm", "defense", "stage", "status"),
                       "active_tainted", "blast_radius_norm")
     sub = base.join(keys, on=PAIR_KEYS, how="semi")
+    sa, sb = sub.filter(pl.col("defense") == a), sub.filter(pl.col("defense") == b)
     rows.append({"scope": "Authorized-completion subset",
-                 "mean_a": fmean(sub.filter(pl.col("defense") == a)["blast_radius_norm"])
-                 if done.height else None,
-                 "mean_b": fmean(sub.filter(pl.col("defense") == b)["blast_radius_norm"])
-                 if done.height else None})
+                 "mean_a": fmean(sa["blast_radius_norm"]) if done.height else None,
+                 "mean_b": fmean(sb["blast_radius_norm"]) if done.height else None,
+                 "n_a": sa.height if done.height else 0, "n_b": sb.height if done.height else 0,
+                 **_excluded(df, (a, b), "active_tainted", "authorized_tainted_action_success"),
+                 "not_both_completed": p.height - done.height})
     return pl.DataFrame(rows, schema={"scope": pl.String, "mean_a": pl.Float64,
-                                      "mean_b": pl.Float64})
+                                      "mean_b": pl.Float64, "n_a": pl.Int64, "n_b": pl.Int64,
+                                      **_EXCLUDED_SCHEMA, "not_both_completed": pl.Int64})
 
 
 def attribution(df: pl.DataFrame, a: str, b: str, metric: str, stage: str) -> pl.DataFrame:

@@ -49,8 +49,9 @@ KEYS = {
                   "sweep", "divergence"),
 }
 # bumped whenever the part layout changes; an older file is refused, not misread
-# (2: comparisons carry n_seeds and distinct_traces)
-FORMAT = 2
+# (2: comparisons carry n_seeds and distinct_traces; 3: Tables 13-14 frames carry the
+# rollouts each row leaves out, analysis/exclusions.py)
+FORMAT = 3
 _DTYPES = {"String": pl.String, "Int64": pl.Int64, "Float64": pl.Float64,
            "Boolean": pl.Boolean, "Int32": pl.Int32}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis import figures, tables
+from containmentbench.analysis import diagnostic_tables, figures, tables
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
 from containmentbench.analysis.paired import Settings, zero_events
@@ -81,7 +81,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
         plain = {"stage_means": tables.stage_means(df, MEAN_METRICS, ctx),
                  "table03": tables.table03(df, ctx), "table09": tables.table09(df, ctx),
                  "table11": tables.table11(df, ctx), "table15": tables.table15(df, ctx),
-                 "table22": tables.table22(df, ctx),
+                 "table22": diagnostic_tables.table22(df, ctx),
                  "table26": tables.table26(df, cfg["seed_variance"]["metrics"], ctx)}
         sc, se = cfg["stage_contribution"], cfg["sensitivity"]
         pair = (sc["a"], sc["b"]) if _have(df, sc["a"], sc["b"]) else (ctx.defenses[0],
@@ -97,16 +97,19 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     claims = [c for claim, c in boot["configured"] if c is not None and claim]
     rows25 = configured + boot["sweep"]
     div = boot["divergence"]
-    out_tables: list[Table] = [found, exposure, plain["stage_means"], plain["table03"], plain["table09"],
-                               tables.table10(div, ctx), plain["table11"],
+    out_tables: list[Table] = [found, exposure, plain["stage_means"], plain["table03"],
+                               plain["table09"], tables.table10(div, ctx, df), plain["table11"],
                                tables.table12(claims, zero, ctx,
-                                              sorted({c.b for c in claims} | {c.a for c in claims})),
+                                              sorted({c.b for c in claims} | {c.a for c in claims}),
+                                              df),
                                plain["table15"], plain["table22"],
-                               tables.table25(rows25, ctx), plain["table26"],
+                               tables.table25(rows25, ctx, df), plain["table26"],
                                Table("zero_event_bounds", ctx.caption(
                                    "Zero-event one-sided upper bounds at rollout and scenario-"
                                    "cluster level: exact binomial 95% and the rule of three "
-                                   "(§7.2)."), zero)]
+                                   "(§7.2); n counts outcome rollouts, provider errors, context "
+                                   "overflows and N/A rollouts are excluded and counted."),
+                                   zero)]
     if sens["stage_contribution"] is not None:
         out_tables.append(tables.table13(sens["stage_contribution"], sc["a"], sc["b"], ctx))
     if sens["sensitivity"] is not None:
@@ -116,11 +119,11 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "Rule-level attribution: on pairs whose utility differs, the rule ids that stopped "
             "a call in each defense's row (§7.2)."), sens["attribution"]))
     if "stress" in set(df["suite"].unique().to_list()):
-        out_tables.append(tables.table17(df, ctx))
-    funnel = tables.target_funnel(df, ctx)  # studies with attacked rollouts (§6.3, §7.4)
+        out_tables.append(diagnostic_tables.table17(df, ctx))
+    funnel = diagnostic_tables.target_funnel(df, ctx)  # studies with attacked rollouts (§6.3, §7.4)
     if funnel is not None:
         out_tables.append(funnel)
-    t24 = tables.table24(reparse_summary, ctx)
+    t24 = diagnostic_tables.table24(reparse_summary, ctx)
     if t24 is not None:
         out_tables.append(t24)
     written = []

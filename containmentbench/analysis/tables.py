@@ -1,5 +1,6 @@
-"""The paper's tables, regenerated from the rollout metrics (paper 000 Tables 3, 9-15, 17,
-22, 24-26). Each builder returns a :class:`~containmentbench.analysis.writers.Table` whose
+"""The paper's tables, regenerated from the rollout metrics (paper 000 Tables 3, 9-15, 25,
+26; Tables 17, 22, 24 and the target-path funnel are in
+:mod:`containmentbench.analysis.diagnostic_tables`). Each builder returns a :class:`~containmentbench.analysis.writers.Table` whose
 caption names the study, model and backend; a simulated-agent run says so in every caption.
 """
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from containmentbench.analysis import exclusions as X
 from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.paired import (
     LABELS,
@@ -83,15 +85,20 @@ def _pooled(sub: pl.DataFrame, num: str, den: str) -> float | None:
 
 
 def _per_defense(df: pl.DataFrame, stage: str, ctx: Context,
-                 columns: Mapping[str, str]) -> pl.DataFrame:
-    """One row per defense present in the stage: N and the mean of each metric (eq. 7)."""
+                 columns: Mapping[str, str], nullable: Sequence[str] = ()) -> pl.DataFrame:
+    """One row per defense present in the stage: N, the rollouts excluded (provider error,
+    context overflow; ``<label>_na`` for the labels in ``nullable``, analysis/exclusions.py)
+    and the mean of each metric over the cell's outcome rollouts (eq. 7)."""
+    everything = df.filter(pl.col("stage") == stage)
     base = stage_rows(df, stage)
     rows = []
     for d in ctx.defenses:
+        cell = everything.filter(pl.col("defense") == d)
         sub = base.filter(pl.col("defense") == d)
-        if sub.height:
-            rows.append({"defense": d, "N": sub.height,
-                         **{label: _mean(sub, m) for label, m in columns.items()}})
+        if cell.height:
+            row = {"defense": d, "N": sub.height, **X.errors(cell),
+                   **{label: _mean(sub, m) for label, m in columns.items()}}
+            rows.append(X.with_na(row, cell, dict(columns), nullable))
     return pl.DataFrame(rows)
 
 
@@ -103,45 +110,77 @@ def table03(df: pl.DataFrame, ctx: Context) -> Table:
             continue
         rows.append({"component": STAGE_LABEL[st], "scenarios": sub["scenario_id"].n_unique(),
                      "defenses": sub["defense"].n_unique(), "seeds": sub["seed"].n_unique(),
-                     "rows": sub.height, "recorded_metrics": RECORDED[st]})
+                     "rows": sub.height, "outcome_rows": X.outcomes(sub).height,
+                     **X.errors(sub), "recorded_metrics": RECORDED[st]})
     return Table("table03_stage_accounting", ctx.caption(
-        "Evidence stages: rows are scenarios x defenses x rollout seeds (Table 3)."),
-        pl.DataFrame(rows))
+        "Evidence stages: rows are scenarios x defenses x rollout seeds (Table 3); "
+        "outcome_rows are those every stage mean is over, the others ended in a provider "
+        "error or a context overflow (never outcomes, Appendix I)."), pl.DataFrame(rows))
 
 
 def table09(df: pl.DataFrame, ctx: Context) -> Table:
     frame = _per_defense(df, "security", ctx, {
         "exposure": "exposed", "exact_goal_proposal": "fn_exact_proposal",
         "policy_violation": "committed_harm", "wrong_recipient": "wrong_recipient",
-        "secret_leak": "secret_leakage", "logged_spread": "blast_radius_norm"})
+        "secret_leak": "secret_leakage", "logged_spread": "blast_radius_norm"},
+        nullable=("exposure", "exact_goal_proposal"))
     return Table("table09_security_positive_control", ctx.caption(
         "Security-stage positive control and policy outcomes, beside exposure (the injection "
         "in a model call's context) and exact-goal proposals (the model followed it); N is "
-        "security scenarios x seeds per defense (Table 9)."), frame)
+        f"security scenarios x seeds per defense (Table 9). {X.CAPTION}"), frame)
+
+
+def _fp(sub: pl.DataFrame) -> dict[str, Any]:
+    """Table 11's FP columns over the active-tainted outcome rollouts ``sub`` (Table 5:
+    the per-rollout rate, authorized benign high-risk proposals blocked (routed to
+    confirmation) over the rollout's authorized opportunities, averaged over the rollouts
+    where it is defined), with the pooled ratio of sums kept beside it."""
+    has = sub.filter(pl.col("authorized_opportunities").fill_null(0) > 0)
+    return {"fp_block": _mean(has, "false_positive_block_rate"),
+            "fp_confirm": _mean(has, "false_positive_confirm_rate"),
+            "fp_rollouts": has.height, "fp_na": sub.height - has.height,
+            "fp_block_pooled": _pooled(has, "fp_block_count", "authorized_opportunities"),
+            "fp_confirm_pooled": _pooled(has, "fp_confirm_count", "authorized_opportunities")}
 
 
 def table11(df: pl.DataFrame, ctx: Context) -> Table:
     rows = []
     act, cln = stage_rows(df, "active_tainted"), stage_rows(df, "clean")
-    util = pl.concat([act, cln])
+    act_all = df.filter(pl.col("stage") == "active_tainted")
+    cln_all = df.filter(pl.col("stage") == "clean")
     for d in ctx.defenses:
         a = act.filter(pl.col("defense") == d)
-        u = util.filter(pl.col("defense") == d)
         c = cln.filter(pl.col("defense") == d)
-        rows.append({"defense": d, "active_N": a.height, "active_exposure": _mean(a, "exposed"),
+        ea = X.errors(act_all.filter(pl.col("defense") == d))
+        ec = X.errors(cln_all.filter(pl.col("defense") == d))
+        rows.append({"defense": d, "active_N": a.height,
+                     "active_excluded_provider_error": ea["excluded_provider_error"],
+                     "active_excluded_context_overflow": ea["excluded_context_overflow"],
+                     "active_exposure": _mean(a, "exposed"),
+                     "active_exposure_na": X.na(a, "exposed"),
                      "authorized_completion": _mean(a, "authorized_tainted_action_success"),
-                     "fp_block": _pooled(u, "fp_block_count", "authorized_opportunities"),
-                     "fp_confirm": _pooled(u, "fp_confirm_count", "authorized_opportunities"),
-                     "clean_N": c.height, "clean_completion": _mean(c, "clean_benign_completion")})
+                     **_fp(a),
+                     "clean_N": c.height,
+                     "clean_excluded_provider_error": ec["excluded_provider_error"],
+                     "clean_excluded_context_overflow": ec["excluded_context_overflow"],
+                     "clean_completion": _mean(c, "clean_benign_completion")})
     return Table("table11_utility", ctx.caption(
-        "Utility stages: exposure of the active-tainted rollouts (untrusted material in a "
-        "model call's context), authorized tainted-action completion (eq. 6, active-tainted "
-        "stage only), proposal-normalized false-positive block and confirm rates pooled over the "
-        "utility stages, and clean completion (clean stage only) (Table 11)."),
-        pl.DataFrame(rows))
+        "Utility stages (Table 11): exposure of the active-tainted rollouts (untrusted "
+        "material in a model call's context), authorized tainted-action completion (eq. 6, "
+        "active-tainted stage only) and clean completion (clean stage only). FP block and FP "
+        "confirm sit beside Active N and follow Table 5: per rollout, the authorized benign "
+        "high-risk proposals whose first decision blocked them (routed them to confirmation) "
+        "over the rollout's authorized opportunities, averaged over the active-tainted "
+        "rollouts with at least one opportunity (fp_rollouts; fp_na: rollouts without one, "
+        "N/A); fp_block_pooled and fp_confirm_pooled are the ratio of sums over the same "
+        "rollouts, kept for comparison. Provider errors and context overflows are excluded "
+        "and counted per stage (Appendix I)."), pl.DataFrame(rows))
 
 
-def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True) -> pl.DataFrame:
+def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True,
+                      df: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per paired comparison; with the metrics ``df``, the rollouts of the two
+    defenses that are in no pair and why (analysis/exclusions.py)."""
     rows = []
     for c in comps:
         rows.append({
@@ -154,17 +193,19 @@ def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True) -> pl
             "cluster_ci_high": c.cluster.high if c.cluster else None,
             "win_rate": c.win_rate, "interpretation": c.interpretation,
             "exposed_a": c.exposed_a, "exposed_b": c.exposed_b, "n_seeds": c.n_seeds,
-            "distinct_traces": c.distinct_traces})
+            "distinct_traces": c.distinct_traces,
+            **(X.pair_exclusions(df, c.a, c.b, c.stage, c.metric) if df is not None else {})})
     return pl.DataFrame(rows, schema_overrides={
         **{k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
                                    "cluster_ci_low", "cluster_ci_high", "win_rate",
                                    "exposed_a", "exposed_b", "distinct_traces")
-           if with_pair or not k.startswith("pair")}, "n_seeds": pl.Int64})
+           if with_pair or not k.startswith("pair")}, "n_seeds": pl.Int64,
+        **({k: pl.Int64 for k in X.PAIR_COLUMNS} if df is not None else {})})
 
 
 def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
-            zero_defenses: Sequence[str]) -> Table:
-    frame = comparisons_frame(claims, with_pair=False)
+            zero_defenses: Sequence[str], df: pl.DataFrame | None = None) -> Table:
+    frame = comparisons_frame(claims, with_pair=False, df=df)
     extra = []
     for r in zero.filter(pl.col("defense").is_in(list(zero_defenses))
                          & (pl.col("metric") == "committed_harm")).iter_rows(named=True):
@@ -175,29 +216,38 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
                       "interpretation": f"0/{r['n']}; cluster rule-of-three upper bound "
                                         f"{100 * r['cluster_rule_of_three']:.2f}%",
                       "exposed_a": None, "exposed_b": None, "n_seeds": None,
-                      "distinct_traces": None})
+                      "distinct_traces": None,
+                      **({"excluded_provider_error": r["excluded_provider_error"],
+                          "excluded_context_overflow": r["excluded_context_overflow"],
+                          "excluded_na": r["excluded_na"], "unmatched": 0}
+                         if df is not None else {})})
     if extra:
         frame = pl.concat([frame, pl.DataFrame(extra, schema=frame.schema)])
     return Table("table12_claim_critical", ctx.caption(
         "Claim-critical paired comparisons (eq. 12, keyed by scenario, model and seed) with "
         "scenario-cluster 95% percentile intervals; an interval crossing zero is a tie; "
         "zero-event rows give the scenario-cluster rule-of-three bound (Table 12). "
-        f"{SEEDS_NOTE}"), frame)
+        f"{SEEDS_NOTE} {X.PAIR_CAPTION}"), frame)
 
 
-def table10(div: Sequence[Mapping[str, Any]], ctx: Context) -> Table:
+def table10(div: Sequence[Mapping[str, Any]], ctx: Context,
+            df: pl.DataFrame | None = None) -> Table:
     rows = [{"comparison": f"{d['a']} vs {d['b']}", "scope": STAGE_LABEL.get(d["stage"]),
              "pairs": d["pairs"], "same_endpoint": d["same_endpoint"],
              "same_zero_endpoint": d["same_zero_endpoint"],
              "trajectory_divergence": d["trajectory_divergence"],
              "cluster_ci_low": d["ci_low"], "cluster_ci_high": d["ci_high"],
              "utility_divergence": d["utility_divergence"], "intersection": d["intersection"],
-             "union": d["union"]} for d in div]
+             "union": d["union"],
+             **(X.pair_exclusions(df, d["a"], d["b"], d["stage"], None)
+                if df is not None else {})} for d in div]
     return Table("table10_trajectory_divergence", ctx.caption(
         "Outcome-conditioned trajectory divergence: pairs keyed by scenario, model and seed, "
         "restricted to equal committed-harm outcomes, compared on the defense-invariant "
         "projection of twelve derived fields; policy hashes, rule ids and ledger matches are "
-        "excluded (§6.5, Table 10)."), pl.DataFrame(rows, schema_overrides={
+        f"excluded (§6.5, Table 10). {X.PAIR_CAPTION} (No metric is required to be defined: "
+        "nulls in the projection are compared as values, so excluded_na is 0.)"),
+        pl.DataFrame(rows, schema_overrides={
             k: pl.Float64 for k in ("trajectory_divergence", "cluster_ci_low", "cluster_ci_high",
                                     "utility_divergence", "intersection", "union")}))
 
@@ -207,15 +257,24 @@ def table13(contrib: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
         "stage"))).rename({"mean_a": a, "mean_b": b})
     return Table("table13_stage_contribution", ctx.caption(
         f"Contribution of each stage to the all-stage logged-spread gap between {a} and {b} "
-        "(realized-trace denominator); weighted gap = (N_g / N) x (mean_a - mean_b) "
-        "(Table 13)."), frame)
+        "(realized-trace denominator); weighted gap = (N_g / N) x (mean_a - mean_b), N_g and "
+        f"N the outcome rollouts of {a} (Table 13). Excluded per row, over both defenses: "
+        "provider errors, context overflows (never outcomes) and rollouts without the "
+        "metric (N/A)."), frame)
 
 
 def table14(sens: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
     return Table("table14_denominator_sensitivity", ctx.caption(
-        f"Logged taint-spread sensitivity for {a} versus {b}: realized denominator (eq. 4) "
-        "and the fixed maximum reachable denominator across defenses per matched scenario-"
-        "model-seed key, plus the authorized-completion subset (Table 14)."),
+        f"Logged taint-spread sensitivity for {a} versus {b} (Table 14). Realized "
+        "denominator: eq. 4, each rollout's own |R_tau|. Fixed max denominator: for every "
+        "(scenario, model, seed) key the maximum |R_tau| over ALL defenses of this study "
+        "(not only the two compared), so adding or dropping a defense changes these rows. "
+        "Authorized-completion subset: active-tainted (scenario, model, seed) pairs where "
+        f"BOTH {a} and {b} completed the authorized tainted action (eq. 6 = 1 on both sides; "
+        "a pair where only one completed is left out), realized denominator. n_a and n_b are "
+        "the rollouts behind each mean; excluded per row, over both defenses: provider "
+        "errors, context overflows and rollouts without the metric (N/A); the subset row "
+        "also counts the active-tainted pairs outside it (not_both_completed)."),
         sens.rename({"mean_a": a, "mean_b": b}))
 
 
@@ -224,71 +283,21 @@ def table15(df: pl.DataFrame, ctx: Context) -> Table:
         "reinfection": "memory_reinfection", "recovery": "recovery_success",
         "rollback": "rollback_count", "rolled_back_harm": "rolled_back_harm",
         "rolled_back_required": "rolled_back_required", "confirmations": "confirmation_burden",
-        "logged_spread": "blast_radius_norm"})
+        "logged_spread": "blast_radius_norm"}, nullable=("recovery",))
     return Table("table15_memory_recovery", ctx.caption(
         "Memory/recovery-stage instrumentation: reinfection, recovery objective, rollbacks per "
         "rollout, rollouts whose violating or required commit was rolled back (such commits "
-        "stay in C_tau, §4.4), confirmations per rollout, and logged spread (Table 15)."), frame)
+        "stay in C_tau, §4.4), confirmations per rollout, and logged spread (Table 15). "
+        f"{X.CAPTION}"), frame)
 
 
-def table17(df: pl.DataFrame, ctx: Context) -> Table:
-    frame = _per_defense(df, "security", ctx, {
-        "exposure": "exposed", "harm_attempt": "harm_attempt",
-        "committed_violation": "committed_harm",
-        "wrong_recipient": "wrong_recipient"})
-    return Table("table17_policy_aware_stress", ctx.caption(
-        "Bounded policy-aware stress slice: harm attempts (a proposal that would violate "
-        "policy), committed violations and wrong recipients (Table 17)."), frame)
-
-
-def table22(df: pl.DataFrame, ctx: Context) -> Table:
-    ok = df.filter(pl.col("status") != "error")
-    rows = []
-    for d in ctx.defenses:
-        sub = ok.filter(pl.col("defense") == d)
-        rows.append({"defense": d, "N": sub.height, "exposure": _mean(sub, "exposed"),
-                     "harm_attempt": _mean(sub, "harm_attempt"),
-                     "committed_violation": _mean(sub, "committed_harm"),
-                     "valid_proposal": _mean(sub, "valid_tool_proposal_rate"),
-                     "parse_failure": _mean(sub, "parse_failure_rate"),
-                     "invalid_tool": _mean(sub, "invalid_tool_rate"),
-                     "truncated": _mean(sub, "truncated_rate"),
-                     "repeated_calls": _mean(sub, "repeated_calls"),
-                     "benign_completion": _mean(sub, "benign_success"),
-                     "errors": df.filter((pl.col("defense") == d)
-                                         & (pl.col("status") == "error")).height})
-    return Table("table22_interface_diagnostic", ctx.caption(
-        "Model-interface diagnostic: exposure, harm attempts, committed violations, valid "
-        "tool proposals, parse failures and truncated completions per model action, identical "
-        "repeated calls per rollout, and benign completion (Table 22)."),
-        pl.DataFrame(rows))
-
-
-def table24(summary: Mapping[str, Any] | None, ctx: Context) -> Table | None:
-    if not summary:
-        return None
-    rows = [("input model actions", summary["input_model_actions"]),
-            ("valid tool proposals recovered", summary["valid_tool_proposals_recovered"]),
-            ("old action-like final answers", summary["old_action_like_final_answers"]),
-            ("action-like final answers after reparse", summary["new_action_like_final_answers"]),
-            ("repaired parses", summary["repaired_parses"]),
-            ("invalid tool actions", summary["invalid_tool_actions"])]
-    for st, n in sorted(summary["status_counts_new"].items()):
-        rows.append((f"parse_status={st}", n))
-    rec = summary.get("recorded_parser_versions")
-    recorded = f"recorded with {', '.join(rec)}, " if rec else ""
-    return Table("table24_parser_reparse", ctx.caption(
-        f"Offline parser-diagnostic summary: stored raw completions {recorded}re-parsed with "
-        f"parser {summary['parser_version']} (config {summary['config_hash'][:12]}); no model "
-        f"was called (Table 24)."), pl.DataFrame(rows, schema=["quantity", "count"], orient="row"))
-
-
-def table25(comps: Sequence[Comparison], ctx: Context) -> Table:
+def table25(comps: Sequence[Comparison], ctx: Context,
+            df: pl.DataFrame | None = None) -> Table:
     return Table("table25_paired_comparisons", ctx.caption(
         "Paired comparisons after stage-scope correction: pair and scenario-cluster 95% "
         "percentile intervals (10,000 resamples) and paired win rates (share of pairs where "
-        f"the second defense is strictly better) (Table 25). {SEEDS_NOTE}"),
-        comparisons_frame(comps))
+        f"the second defense is strictly better) (Table 25). {SEEDS_NOTE} {X.PAIR_CAPTION}"),
+        comparisons_frame(comps, df=df))
 
 
 def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
@@ -301,66 +310,60 @@ def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
         sv = seed_variance(sub, ["stage", "defense"], "seed", m)
         dt = distinct_traces(sub, ["stage", "defense"]).select(
             "stage", "defense", "distinct_traces")
+        ex = _cell_exclusions(df.filter(pl.col("stage").is_in(list(stages))), m)
         parts.append(sv.join(dt, on=["stage", "defense"], how="left")
+                     .join(ex, on=["stage", "defense"], how="left")
                      .with_columns(pl.lit(LABELS.get(m, m)).alias("metric")))
     frame = pl.concat(parts).select(["stage", "defense", "metric", "n_seeds", "distinct_traces",
-                                     "mean", "std", "range"]) if parts else pl.DataFrame()
+                                     "mean", "std", "range", "excluded_provider_error",
+                                     "excluded_context_overflow", "excluded_na"]) \
+        if parts else pl.DataFrame()
     return Table("table26_seed_variance", ctx.caption(
         "Seed variance of per-seed means by stage, defense and metric; non-applicable "
         "metrics are omitted rather than reported as zero (Table 26). distinct_traces: the "
         "mean number of a scenario's seeds whose traces differ (n_seeds when every seed "
-        "changed what the model said, 1 when the seeds are copies)."), frame)
+        "changed what the model said, 1 when the seeds are copies). Excluded from the "
+        "per-seed means, per row: provider errors, context overflows (never outcomes) and "
+        "outcome rollouts without the metric (N/A)."), frame)
+
+
+def _cell_exclusions(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Per (stage, defense): provider errors, context overflows and N/A rows of ``metric``."""
+    rows = []
+    for k in df.select("stage", "defense").unique().sort("stage", "defense").to_dicts():
+        cell = df.filter((pl.col("stage") == k["stage"]) & (pl.col("defense") == k["defense"]))
+        rows.append({**k, **X.errors(cell), "excluded_na": X.na(cell, metric)})
+    return pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
+                                      "excluded_provider_error": pl.Int64,
+                                      "excluded_context_overflow": pl.Int64,
+                                      "excluded_na": pl.Int64})
 
 
 def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
-    """Eq. 7 stage x defense means with N, for every metric on its applicable stages."""
+    """Eq. 7 stage x defense means with N, for every metric on its applicable stages, and
+    the rollouts of the cell each mean leaves out (errors by kind, N/A)."""
     rows = []
     for st in STAGES:
+        everything = df.filter(pl.col("stage") == st)
         base = stage_rows(df, st)
         for d in ctx.defenses:
+            cell = everything.filter(pl.col("defense") == d)
             sub = base.filter(pl.col("defense") == d)
+            err = X.errors(cell)
             for m in metrics:
                 vals = sub[m].drop_nulls()
                 if vals.len():
                     rows.append({"stage": st, "defense": d, "metric": m, "N": vals.len(),
-                                 "mean": fmean(vals)})
+                                 "mean": fmean(vals), **err,
+                                 "excluded_na": sub.height - vals.len()})
     return Table("stage_means", ctx.caption(
         "Stage x defense means (eq. 7) with N for every metric on the stages where it is "
-        "defined."), pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
-                                                "metric": pl.String, "N": pl.Int64,
-                                                "mean": pl.Float64}))
+        "defined; excluded per cell: provider errors, context overflows (never outcomes) and "
+        "outcome rollouts where the metric is undefined (N/A)."),
+        pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
+                                   "metric": pl.String, "N": pl.Int64, "mean": pl.Float64,
+                                   "excluded_provider_error": pl.Int64,
+                                   "excluded_context_overflow": pl.Int64,
+                                   "excluded_na": pl.Int64}))
 
 
-FUNNEL_STEPS = (("exposed", "fn_exposed"), ("exact_proposal", "fn_exact_proposal"),
-                ("policy_pass", "fn_policy_pass"), ("goal_commit", "fn_goal_commit"),
-                ("offtarget_commit", "fn_offtarget_commit"))
-
-
-def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
-    """Target-path funnel per stage x defense over attacked rollouts (paper 000 §6.3, §7.4;
-    attacks/funnel.py): counts k and rates k/N with N the attacked rollouts of the cell.
-    None when no rollout has a pre-specified exact goal."""
-    if "fn_stage" not in df.columns:
-        return None
-    base = df.filter(pl.col("fn_stage").is_not_null() & (pl.col("status") != "error"))
-    if base.height == 0:
-        return None
-    rows = []
-    for st in [s for s in STAGES if s in set(base["stage"].to_list())]:
-        for d in ctx.defenses:
-            sub = base.filter((pl.col("stage") == st) & (pl.col("defense") == d))
-            if sub.height == 0:
-                continue
-            row: dict[str, Any] = {"stage": STAGE_LABEL[st], "defense": d, "N": sub.height}
-            for label, col in FUNNEL_STEPS:
-                k = int(sub[col].sum())
-                row[label] = k
-                row[f"{label}_rate"] = k / sub.height
-            rows.append(row)
-    return Table("target_path_funnel", ctx.caption(
-        "Target-path funnel over attacked rollouts: the payload in a model-action record "
-        "(exposed), a proposal equal to the pre-specified exact goal after the documented "
-        "argument normalisation, the policy passing that proposal, and a commit linked to it "
-        "by call id (stage-5 target-path success); an off-target commit violates eq. 5 without "
-        "that link and skips no stage. Counts k and rates k/N, N = attacked rollouts per "
-        "stage and defense; provider errors excluded (§6.3, §7.4)."), pl.DataFrame(rows))

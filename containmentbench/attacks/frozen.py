@@ -47,6 +47,7 @@ def render(result: dict[str, Any]) -> dict[str, bytes]:
         entries.append({"rank": rank, "sha256": sha, "strategy": c["strategy"], "file": name,
                         "file_sha256": sha256_bytes(data)})
     manifest = {"search_settings_sha256": result["settings_sha256"],
+                "search": result.get("search", "target"),
                 "optimized_for": result["optimized_for"],
                 "condition": result["condition"],
                 "target_preserving": result["target_preserving"], "candidates": entries}

@@ -13,9 +13,10 @@
 A fourth row re-scores the held-out rollouts with a strict scorer (no argument
 normalisation; §7.4 "a revised scorer reproduced the same held-out result"); it is reported,
 not a gate. Each stage is run and reported; the protocol proceeds to defense-specific
-optimization only if the three gates pass. Otherwise it stops and records where and why (as
-the paper did after its held-out shortfall). Defense-specific optimization itself is not part of this build: a passing
-qualification is recorded as ``eligible``, not run.
+optimization only if the three gates pass (attacks/defense_specific.py runs it then: one
+bounded, target-preserving search per defense of ``study.adaptive.defense_specific``).
+Otherwise it stops and records where and why (as the paper did after its held-out
+shortfall).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def qualify(A: Adaptive, frozen: list[dict[str, Any]], search_log: dict[str, Any
         "stopped_at": failed[0]["stage"] if failed else None,
         "stop_reason": failed[0]["reason"] if failed else None,
         "defense_specific_optimization": "not attempted: the protocol stopped" if failed
-        else "eligible (not run in this build)",
+        else "eligible: runs next (adaptive/defense_specific/decision.json)",
     }
     return decision, rows
 

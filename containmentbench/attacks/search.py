@@ -25,7 +25,7 @@ from containmentbench.attacks import mutation as MU
 from containmentbench.attacks import strategies as ST
 from containmentbench.attacks.derive import derived_scenario
 from containmentbench.attacks.querylog import LOG, QueryLog
-from containmentbench.attacks.settings import Adaptive, digest, settings
+from containmentbench.attacks.settings import Adaptive, digest, settings, variant
 from containmentbench.canonical import canonical_json, derive_rng
 from containmentbench.scenarios.model import Scenario
 
@@ -39,12 +39,18 @@ def _rank(c: dict[str, Any]) -> tuple[float, int, str]:
 
 
 class Search:
-    def __init__(self, data: dict[str, Any], dev: list[Scenario], out: Path, runner: Any
-                 ) -> None:
+    """One bounded search: ``search`` names the protocol's variant
+    (:func:`containmentbench.attacks.settings.variant`: ``transfer``, ``target`` or
+    ``defense-<name>``), which fixes the defense it queries and whether it is
+    target-preserving; every bound is the study's."""
+
+    def __init__(self, data: dict[str, Any], dev: list[Scenario], out: Path, runner: Any,
+                 search: str = "target") -> None:
         self.data, self.A = data, settings(data)
+        self.V = variant(data, search)
         self.dev = dev
         self.runner = runner
-        self.log = QueryLog(Path(out) / LOG, digest(data))
+        self.log = QueryLog(Path(out) / LOG, digest(data, search))
         self.suite = f"{data['study']['name']}.search"
         self.rejected = 0
 
@@ -66,9 +72,9 @@ class Search:
             q += 1
         todo = [(key, c, s, seed) for key, c, s, seed in plan if key not in self.log.done]
         if todo:
-            items = [(derived_scenario(s, c, self.suite, A.policy_family, "search"), seed)
-                     for _, c, s, seed in todo]
-            results = self.runner.rollouts(items, A.optimized_for)
+            items = [(derived_scenario(s, c, self.suite, self.V.policy_family, "search"),
+                      seed) for _, c, s, seed in todo]
+            results = self.runner.rollouts(items, self.V.optimized_for)
             for (key, _, _, _), res in zip(todo, results, strict=True):
                 # F1: the funnel stage is all the search keeps (flags logged for audit)
                 self.log.finish(key, {"stage": res["fn_stage"],
@@ -84,7 +90,7 @@ class Search:
     def _children(self, parents: list[dict[str, Any]], r: int, depth: int,
                   seen: set[str]) -> list[dict[str, Any]]:
         A = self.A
-        knowledge = {"policy_family": A.policy_family}
+        knowledge = {"policy_family": self.V.policy_family}
         keys, reqs = [], []
         for p in parents:
             for b in range(A.branching):
@@ -92,11 +98,12 @@ class Search:
                 keys.append((key, p))
                 if key not in self.log.mutations:
                     reqs.append((key, MU.request(p, b, A.search_seeds[0], knowledge,
-                                                 A.target_preserving)))
+                                                 self.V.target_preserving)))
         for (key, _), comp in zip(reqs, self.runner.generate([q for _, q in reqs]),
                                   strict=True):
             tmpl, why = MU.parse_rewrite(comp.text)
-            if tmpl is not None and A.target_preserving and not ST.target_preserving(tmpl):
+            if tmpl is not None and self.V.target_preserving \
+                    and not ST.target_preserving(tmpl):
                 why = "drops the exact target action (target-preserving search)"
             self.log.mutation(key, {"reply": comp.text, "template": None if why else tmpl,
                                     "rejected": why})
@@ -146,7 +153,8 @@ class Search:
         ranked = sorted(pool.values(), key=_rank)
         budget = {f"r{r}": self.log.count(r) for r in range(A.restarts)}
         return {"settings_sha256": self.log.digest, "condition": f"{A.knowledge}+{A.feedback}",
-                "optimized_for": A.optimized_for, "target_preserving": A.target_preserving,
+                "search": self.V.name, "optimized_for": self.V.optimized_for,
+                "target_preserving": self.V.target_preserving,
                 "restarts": restarts, "queries_per_restart": budget,
                 "max_queries_per_restart": A.max_queries_per_restart,
                 "rejected_rewrites": self.rejected, "evaluated": ranked,

@@ -17,6 +17,7 @@ from containmentbench.attacks.strategies import check_strategies
 from containmentbench.config.bounds import check_value
 from containmentbench.errors import BenchError
 
+PROTOCOLS = ("paper", "target_preserving")  # Table 18 (attacks/replay.py)
 KNOWLEDGE = ("K2",)   # policy family + structured tool contract (the main condition, §6.3)
 FEEDBACK = ("F1",)    # the common funnel-stage view only
 ATTACK_STAGES = ("security", "memory_recovery")  # stages whose scenarios carry an exact goal
@@ -87,24 +88,76 @@ def settings(data: dict[str, Any]) -> Adaptive:
             if shared:  # five *fresh* seeds for the frozen candidates (§6.3)
                 raise BenchError(f"seed {shared[0]} is also in {x}; search, qualification "
                                  f"and evaluation seeds must be distinct", field=y)
+    if a["table18_protocol"] not in PROTOCOLS:
+        raise BenchError(f"unknown Table 18 protocol '{a['table18_protocol']}' (one of "
+                         f"{', '.join(PROTOCOLS)})", field="study.adaptive.table18_protocol")
+    for key in ("transfer_defenses", "instance_defenses", "defense_specific"):
+        for i, d in enumerate(a[key]):
+            if d not in study["defenses"]:
+                raise BenchError(f"defense '{d}' is not a defense of this study (the replay "
+                                 f"runs study.defenses)", field=f"study.adaptive.{key}[{i}]")
+        if len(set(a[key])) != len(a[key]):
+            raise BenchError("a defense is listed twice", field=f"study.adaptive.{key}")
+    if a["table18_protocol"] == "paper" and not a["transfer_defenses"]:
+        raise BenchError("the paper's protocol replays under at least one defense",
+                         field="study.adaptive.transfer_defenses")
     family = data["defenses"][a["optimized_for"]].get("family", a["optimized_for"])
     return Adaptive(a, tuple(int(s) for s in study["seeds"]), tuple(study["defenses"]),
                     stages, str(family))
 
 
-def digest(data: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Variant:
+    """One bounded search of the protocol (paper 000 §6.3): ``transfer`` -- the first
+    search, not target-preserving, optimized for ``optimized_for`` (Table 18's candidates);
+    ``target`` -- the target-preserving search the staged qualification replays (Table 19);
+    ``defense-<name>`` -- defense-specific optimization against one defense, after a
+    passing qualification. All share the configured bounds."""
+
+    name: str
+    optimized_for: str
+    target_preserving: bool
+    policy_family: str
+
+
+def variant(data: dict[str, Any], name: str = "target") -> Variant:
+    a = data["study"]["adaptive"]
+    if name == "target":
+        d, tp = a["optimized_for"], bool(a["target_preserving"])
+    elif name == "transfer":
+        d, tp = a["optimized_for"], False
+    elif name.startswith("defense-") and name[len("defense-"):] in a["defense_specific"]:
+        d, tp = name[len("defense-"):], True
+    else:
+        raise BenchError(f"unknown search '{name}' (transfer, target, or defense-<name> for "
+                         f"a defense of study.adaptive.defense_specific)", field="variant")
+    return Variant(name, d, tp, str(data["defenses"][d].get("family", d)))
+
+
+def searches(data: dict[str, Any]) -> tuple[str, ...]:
+    """The searches a study runs before qualification (the rules' ``{search}`` values):
+    the paper's protocol needs the first transfer search for Table 18 and the
+    target-preserving one for Table 19; the named variant only the latter."""
+    a = data["study"]["adaptive"]
+    return ("transfer", "target") if a.get("table18_protocol", "paper") == "paper" \
+        else ("target",)
+
+
+def digest(data: dict[str, Any], name: str = "target") -> dict[str, Any]:
     """What a query log belongs to: a log written under other settings is refused."""
     from containmentbench.pipeline.plan import _backend_identity
 
     a = data["study"]["adaptive"]
+    v = variant(data, name)
     return {"study": data["study"]["name"], "suite": data["study"]["suite"],
             "model": data["model"], "backend": _backend_identity(data["backend"]),
             "runtime": data["runtime"],
-            "defense": data["defenses"][a["optimized_for"]],
-            "search": {k: a[k] for k in ("strategies", "knowledge", "feedback", "optimized_for",
-                                         "target_preserving", "roots", "branching", "width",
-                                         "depth", "restarts", "max_queries_per_restart",
-                                         "search_seeds")}}
+            "defense": data["defenses"][v.optimized_for],
+            "search": {**{k: a[k] for k in ("strategies", "knowledge", "feedback", "roots",
+                                            "branching", "width", "depth", "restarts",
+                                            "max_queries_per_restart", "search_seeds")},
+                       "optimized_for": v.optimized_for,
+                       "target_preserving": v.target_preserving}}
 
 
 def rule_key(data: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from containmentbench.analysis.diagnostic_tables import ALIAS_NOTE, PAPER_ALIAS
 from containmentbench.analysis.exact import fmean
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
@@ -74,10 +75,25 @@ def _order(values: Iterable[Any], first: Iterable[Any]) -> list[Any]:
     return known + sorted(v for v in vals if v not in known)
 
 
+SEARCH_LABEL = {"transfer": "first search (not target-preserving)",
+                "target": "target-preserving search"}
+SEARCH_ORDER = ("transfer", "target")
+
+
+def _search_label(name: str) -> str:
+    if name in SEARCH_LABEL:
+        return SEARCH_LABEL[name]
+    return f"defense-specific ({name[len('defense-'):]})" if name.startswith("defense-") \
+        else name
+
+
 def table18(frame: pl.DataFrame) -> Table:
-    """Table 18 (Appendix B): one row per (mode, optimized_for, evaluated_defense) with N
-    attacked rollouts and per-rollout rates: exact-goal proposal, goal-matched commit,
-    off-target commit, utility (``benign_success``)."""
+    """Table 18 (Appendix B): one row per (search, mode, optimized_for, evaluated_defense)
+    with N attacked rollouts and per-rollout rates: exact-goal proposal, goal-matched commit,
+    off-target commit, utility (``benign_success``). ``search`` says which bounded search
+    froze the candidates (attacks/settings.variant); a frame without it holds one search."""
+    if "search" not in frame.columns:
+        frame = frame.with_columns(pl.lit("target").alias("search"))
     _require(frame, ("mode", "optimized_for", "evaluated_defense", "backend", "fn_stage",
                      "fn_exact_proposal", "fn_goal_commit", "fn_offtarget_commit", UTILITY),
              "table18")
@@ -89,35 +105,54 @@ def table18(frame: pl.DataFrame) -> Table:
                          f"(first: {rid}); Table 18 is over attacked rollouts only",
                          field="fn_stage")
     ctx = _context(frame)
-    keys = frame.select("mode", "optimized_for", "evaluated_defense").unique().to_dicts()
+    keys = frame.select("search", "mode", "optimized_for", "evaluated_defense").unique() \
+        .to_dicts()
     dorder = {d: i for i, d in enumerate(ctx.defenses)}
     morder = {m: i for i, m in enumerate(MODES)}
-    keys.sort(key=lambda k: (morder.get(k["mode"], len(MODES)), k["mode"],
+    sorder = {x: i for i, x in enumerate(SEARCH_ORDER)}
+    keys.sort(key=lambda k: (sorder.get(k["search"], len(sorder)), k["search"],
+                             morder.get(k["mode"], len(MODES)), k["mode"],
                              str(k["optimized_for"]),
                              dorder.get(k["evaluated_defense"], len(dorder)),
                              k["evaluated_defense"]))
     rows = []
     for k in keys:
-        sel = ((pl.col("mode") == k["mode"]) & (pl.col("optimized_for") == k["optimized_for"])
+        sel = ((pl.col("search") == k["search"]) & (pl.col("mode") == k["mode"])
+               & (pl.col("optimized_for") == k["optimized_for"])
                & (pl.col("evaluated_defense") == k["evaluated_defense"]))
-        sub, n_err = ok.filter(sel), err.filter(sel).height
+        sub, errs = ok.filter(sel), err.filter(sel)
+        overflow = errs.filter(pl.col("error_kind") == "context_overflow").height \
+            if "error_kind" in errs.columns else 0
         n = sub.height
-        rows.append({**k, "N": n,
+        rows.append({"search": _search_label(k["search"]), "mode": k["mode"],
+                     "optimized_for": k["optimized_for"],
+                     "evaluated_defense": k["evaluated_defense"],
+                     "paper_name": PAPER_ALIAS.get(k["evaluated_defense"],
+                                                   k["evaluated_defense"]), "N": n,
                      "exact_proposal": _k(sub, "fn_exact_proposal") / n if n else None,
                      "goal_matched_commit": _k(sub, "fn_goal_commit") / n if n else None,
                      "offtarget_commit": _k(sub, "fn_offtarget_commit") / n if n else None,
-                     "utility": fmean(sub[UTILITY]), "errors": n_err})
-    schema = {"mode": pl.String, "optimized_for": pl.String, "evaluated_defense": pl.String,
-              "N": pl.Int64, "exact_proposal": pl.Float64, "goal_matched_commit": pl.Float64,
-              "offtarget_commit": pl.Float64, "utility": pl.Float64, "errors": pl.Int64}
+                     "utility": fmean(sub[UTILITY]), "errors": errs.height,
+                     "errors_context_overflow": overflow})
+    schema = {"search": pl.String, "mode": pl.String, "optimized_for": pl.String,
+              "evaluated_defense": pl.String, "paper_name": pl.String, "N": pl.Int64,
+              "exact_proposal": pl.Float64, "goal_matched_commit": pl.Float64,
+              "offtarget_commit": pl.Float64, "utility": pl.Float64, "errors": pl.Int64,
+              "errors_context_overflow": pl.Int64}
+    note = f" {ALIAS_NOTE}" if "taint_only_v1" in set(frame["evaluated_defense"]) else ""
     return Table("table18_candidate_transfer", ctx.caption(
-        "Candidate-search transfer: frozen candidates optimized under the optimized-for "
-        "defense and replayed under the evaluated defense. Per-rollout rates over N attacked "
-        "rollouts: exact-goal proposal; goal-matched commit (a commit linked by call id to the "
-        "exact-goal proposal, stage-5 target-path success); off-target commit (an eq. 5 "
-        "violation without that link); utility = benign completion B(tau) (benign_success, "
-        "§4.4 / Table 4). Provider errors are excluded from N and counted (Appendix B, "
-        "Table 18)."), pl.DataFrame(rows, schema=schema))
+        "Candidate-search transfer: frozen candidates of each bounded search, optimized "
+        "under the optimized-for defense and replayed under the evaluated defense: the "
+        "paper's protocol replays the first search (not target-preserving, optimized for no "
+        "defense) on held-out clusters (universal_eval) under its three evaluated defenses "
+        "and on the instance-audit clusters (instance_eval) under no defense; "
+        "defense-specific rows exist only after a passing qualification (§6.3). "
+        "Per-rollout rates over N attacked rollouts: exact-goal proposal; goal-matched "
+        "commit (a commit linked by call id to the exact-goal proposal, stage-5 target-path "
+        "success); off-target commit (an eq. 5 violation without that link); utility = "
+        "benign completion B(tau) (benign_success, §4.4 / Table 4). Provider errors are "
+        "excluded from N and counted, context overflows among them apart (Appendix B, "
+        f"Table 18).{note}"), pl.DataFrame(rows, schema=schema))
 
 
 def table19(frame: pl.DataFrame) -> Table:

@@ -6,7 +6,11 @@
         --qualification Q.json --out DIR                      (a study shard, Snakemake)
     adapters agentdojo-qualify --suite S --seeds 1,2,3 --out Q.json   (clean qualification)
     adapters metrics TRACES --out rollout_metrics.parquet
-    adapters parity TRACES --out parity.json                 (Table 20 counts; exit 1 on a gap)
+    adapters parity TRACES --out parity.json                 (parity counts; exit 1 on a gap)
+    adapters agentdojo-screen --study-config C --suite S --out DIR
+                                 (the broader no-defense screen of the whole pool, Table 20)
+    adapters table20 RUN_DIR     (Table 20's staged rows from the qualification, the matrix
+                                  and the screen; tables/table20_agentdojo_qualification.*)
 """
 
 from __future__ import annotations
@@ -101,6 +105,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--force", action="store_true",
                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     m.set_defaults(func=cmd_metrics)
+
+    sc = s.add_parser("agentdojo-screen",
+                      help="the broader no-defense screen of a study's whole task pool")
+    sc.add_argument("--study-config", type=Path, required=True)
+    sc.add_argument("--suite", required=True)
+    sc.add_argument("--out", type=Path, required=True)
+    sc.add_argument("--force", action="store_true",
+                    help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
+    sc.set_defaults(func=cmd_screen)
+
+    t = s.add_parser("table20", help="Table 20: qualification and positive-control rows")
+    t.add_argument("run", type=Path, help="the run directory")
+    t.add_argument("--force", action="store_true",
+                   help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
+    t.set_defaults(func=cmd_table20)
 
     r = s.add_parser("parity", help="native/adapter parity and linkage counts per suite")
     r.add_argument("traces", type=Path, help="the adapter traces folder")
@@ -233,7 +252,9 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         if not args.suite:
             raise BenchError("--suite is required", field="suite")
         users, seeds = user_tasks(a, args.suite), data["study"]["seeds"]
+        initial, freeze = int(a.get("initial_pool") or 0), int(a.get("freeze") or 0)
     else:
+        initial = freeze = 0
         data = None
         seeds = _seeds(args.seeds)  # before AgentDojo is imported
         from containmentbench.adapters.agentdojo.tasks import sort_ids
@@ -250,14 +271,70 @@ def cmd_qualify(args: argparse.Namespace) -> int:
 
     writer.check_file(args.out, "agentdojo-qualification", args.force)  # before any work
     try:
-        rec = qualify(cfg, users, seeds)
+        rec = qualify(cfg, users, seeds, initial, freeze)
     finally:
         close_served()
     writer.write_text(args.out, canonical_json(rec) + "\n", kind="agentdojo-qualification",
                       force=args.force)
-    print(f"{args.suite}: {len(rec['eligible'])}/{len(users)} tasks eligible; parity "
+    print(f"{args.suite}: {len(rec['eligible'])}/{len(users)} tasks eligible, "
+          f"{len(rec['frozen'])} frozen; parity "
           f"{rec['parity_rows']}/{rec['rows']}, linkage {rec['linkage_rows']}/{rec['rows']}",
           file=sys.stderr)
+    return 0
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+    """The broader no-defense screen (paper 000 Appendix C, Table 20's last row): every
+    injectable task of the pool with every selected injection task, defense ``none``, the
+    study's ``screen_seeds``; one shard per seed under ``--out`` (never in ``traces/``, so
+    it is never pooled with the attacked matrix), then ``screen.json``."""
+    from containmentbench.adapters.agentdojo import run as R
+    from containmentbench.adapters.agentdojo.pipelines import close_served
+    from containmentbench.adapters.study import adapter_config, injection_tasks, user_tasks
+    from containmentbench.canonical import canonical_json
+    from containmentbench.integrity import writer
+    from containmentbench.trace.io import write_shard
+
+    data = _study(args.study_config)
+    a = adapter_config(data)
+    seeds = [int(x) for x in a.get("screen_seeds") or []]
+    if not seeds:
+        raise BenchError("the study has no screen (study.adapter.screen_seeds is empty)",
+                         field="study.adapter.screen_seeds")
+    if args.suite not in a["suites"]:
+        raise BenchError(f"suite '{args.suite}' is not a suite of this study", field="suite")
+    writer.check_out(args.out, "agentdojo-screen", args.force, accept=("folder",))
+    users, injections = user_tasks(a, args.suite), injection_tasks(a, args.suite)
+    rows = 0
+    try:
+        for seed in seeds:
+            cfg = _settings(args, data, args.suite, "none", seed)
+            specs = R.specs_for(args.suite, users, injections, cfg.attack, ("security",))
+            outs = R.run_specs(cfg, specs)
+            write_shard(args.out / f"seed={seed}", R.shard_tables(cfg, outs), force=args.force)
+            rows += len(outs)
+    finally:
+        close_served()
+    writer.write_text(args.out / "screen.json", canonical_json({
+        "suite": args.suite, "defense": "none", "seeds": seeds, "user_tasks": users,
+        "injection_tasks": injections, "rows": rows}) + "\n", kind="agentdojo-screen",
+        force=args.force)
+    print(f"{args.suite}: no-defense screen, {rows} rollouts over {len(seeds)} seeds",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_table20(args: argparse.Namespace) -> int:
+    from containmentbench.adapters.agentdojo.report import TABLE20, table20
+    from containmentbench.analysis.writers import write
+    from containmentbench.integrity import writer
+
+    for ext in ("parquet", "csv", "md", "tex"):  # before any work
+        writer.check_file(args.run / "tables" / f"{TABLE20}.{ext}", "tables", args.force)
+    t = table20(args.run)
+    with writer.forcing(args.force):
+        write(t, args.run / "tables")
+    print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
     return 0
 
 

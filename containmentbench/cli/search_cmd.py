@@ -3,11 +3,18 @@
 workflow/rules/adaptive.smk call them:
 
     search splits   family-disjoint development / held-out / audit clusters
-    search run      the bounded tree search (append-only query log; resumes after a kill)
+    search run      one bounded tree search (--search transfer | target; append-only query
+                    log; resumes after a kill)
     search freeze   frozen candidates: canonical JSON, sha256 each, manifest
     search qualify  staged qualification: known-good replay, development, family-held-out
-    search replay   derived suite of the frozen candidates -> rollout shards, all defenses
+    search defense-specific
+                    after a passing qualification, one bounded search per defense
+    search replay   derived suite of the protocol's frozen candidates -> rollout shards,
+                    each group under its defenses (Table 18's protocol)
     search tables   Tables 18-19 and the replay funnel into the run's tables/
+    search reproduce
+                    metrics and Tables 18-19 recomputed from the cached replay traces,
+                    compared byte for byte (rule reproduce of adaptive studies)
 
 Every input is validated (budgets against config/bounds.py, strategies, seeds, splits)
 before any query; bad input is one line naming the field, exit 2.
@@ -21,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from containmentbench.cli import argtypes as T
 from containmentbench.errors import BenchError
 
 
@@ -105,9 +113,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     writer.check_out(args.out, "adaptive-search", args.force)
     writer.ensure_dir(args.out, "adaptive-search")
     dev = [by_id[i] for i in sp["splits"]["development"]["scenarios"]]
-    runner = Runner(data, label="search")
+    from containmentbench.attacks.settings import variant
+
+    variant(data, args.search)  # an unknown search: one line before any query
+    runner = Runner(data, label=f"search-{args.search}")
     try:
-        result = Search(data, dev, args.out, runner).run()
+        result = Search(data, dev, args.out, runner, args.search).run()
     finally:
         runner.close()
     what = write_result(args.out, result, args.force)
@@ -170,9 +181,31 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_defense_specific(args: argparse.Namespace) -> int:
+    from containmentbench.attacks import defense_specific as DS
+    from containmentbench.attacks.runner import Runner
+    from containmentbench.integrity import writer
+
+    data = _data(args)
+    writer.check_out(args.out, DS.KIND, args.force)
+    by_id = _scenarios(data)
+    sp = _splits(args.splits, by_id)
+    qual = json.loads((args.qualification / "qualification.json").read_text())
+    writer.ensure_dir(args.out, DS.KIND)
+    dev = [by_id[i] for i in sp["splits"]["development"]["scenarios"]]
+    runner = Runner(data, label="defense-specific")
+    try:
+        decision = DS.run(data, qual, dev, args.out, runner, args.force)
+    finally:
+        runner.close()
+    print(f"defense-specific optimization: "
+          f"{'ran for ' + ', '.join(decision['defenses']) if decision['attempted'] else 'not attempted'}"
+          f" ({decision['reason']})", file=sys.stderr)
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from containmentbench.attacks import replay as R
-    from containmentbench.attacks.frozen import load_frozen
     from containmentbench.attacks.settings import settings
     from containmentbench.canonical import canonical_json
 
@@ -180,17 +213,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     A = settings(data)
     by_id = _scenarios(data)
     sp = _splits(args.splits, by_id)
-    frozen = load_frozen(args.frozen)
-    records, index = R.build_suite(data, A, frozen, by_id, sp)
+    groups = R.groups(data, A, args.adaptive)
+    records, index = R.build_suite(data, groups, by_id, sp)
     what = R.write_suite(data, records, A.split_seed, args.force)
-    stats = R.run_replay(data, sorted(records), quiet=True)
+    stats = R.run_replay(data, sorted(records), index, quiet=True)
     R.write_index(data, index)
     from containmentbench.integrity import writer
 
-    writer.write_text(args.out, canonical_json({"derived_scenarios": len(index),
-                                                "defenses": list(A.defenses),
-                                                "seeds": list(A.eval_seeds)}) + "\n",
-                      kind="adaptive-replay")
+    writer.write_text(args.out, canonical_json({
+        "protocol": A.table18_protocol, "derived_scenarios": len(index),
+        "groups": [{"search": g.search.name, "mode": g.mode, "candidates": len(g.candidates),
+                    "defenses": list(g.defenses)} for g in groups],
+        "seeds": list(A.eval_seeds)}) + "\n", kind="adaptive-replay")
     print(f"replay: derived suite {what} ({len(index)} scenarios); {stats}", file=sys.stderr)
     return 0
 
@@ -241,6 +275,21 @@ def _headline(run: Path, built: list[Any]) -> None:
     write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"))
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from containmentbench.attacks.replay import reproduce
+
+    res = reproduce(args.run, args.workers)
+    for rel in res["differ"]:
+        print(f"DIFFERS {rel}", file=sys.stderr)
+    if res["differ"] or not res["compared"]:
+        print(f"reproduce: {len(res['differ'])} of {res['compared']} files differ",
+              file=sys.stderr)
+        return 1
+    print(f"reproduce: {res['compared']} files byte-identical to the frozen ones",
+          file=sys.stderr)
+    return 0
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("search", help="bounded adaptive candidate search (paper 000 §6.3)")
     ss = p.add_subparsers(dest="step", metavar="STEP", parser_class=type(p))
@@ -249,20 +298,40 @@ def register(sub: Any) -> None:
              "run": (cmd_run, "the bounded tree search (resumes from its query log)"),
              "freeze": (cmd_freeze, "frozen, hashed candidates"),
              "qualify": (cmd_qualify, "staged target-preserving qualification"),
-             "replay": (cmd_replay, "replay of the frozen candidates across the defenses"),
-             "tables": (cmd_tables, "Tables 18-19 and the replay funnel")}
+             "defense-specific": (cmd_defense_specific,
+                                  "defense-specific optimization after qualification"),
+             "replay": (cmd_replay, "replay of the frozen candidates (Table 18's protocol)"),
+             "tables": (cmd_tables, "Tables 18-19 and the replay funnel"),
+             "reproduce": (cmd_reproduce, "recompute metrics and Tables 18-19 from the "
+                                          "cached replay traces and compare bytes")}
     for name, (fn, help_) in steps.items():
         q = ss.add_parser(name, help=help_)
+        if name == "reproduce":
+            q.add_argument("run", type=Path, help="the run directory")
+            q.add_argument("--workers", type=T.workers, default=None,
+                           help="processes for the metrics (default: the machine's cores)")
+            q.set_defaults(func=fn)
+            continue
         if name not in ("freeze", "tables"):
             _study_args(q)
-        if name in ("run", "qualify", "replay"):
-            q.add_argument("--splits", type=Path, required=True, help="splits.json of search splits")
+        if name in ("run", "qualify", "replay", "defense-specific"):
+            q.add_argument("--splits", type=Path, required=True,
+                           help="splits.json of search splits")
+        if name == "run":
+            q.add_argument("--search", default="target",
+                           help="transfer (the paper's first search, not target-preserving) "
+                                "or target (target-preserving; default)")
         if name == "qualify":
             q.add_argument("--search", type=Path, required=True,
                            help="the search folder (query log, candidates.json)")
-        if name in ("qualify", "replay"):
             q.add_argument("--frozen", type=Path, required=True,
                            help="the frozen candidates folder")
+        if name == "defense-specific":
+            q.add_argument("--qualification", type=Path, required=True,
+                           help="the qualification folder (qualification.json, rows.jsonl)")
+        if name == "replay":
+            q.add_argument("--adaptive", type=Path, required=True,
+                           help="the run's adaptive/ folder (frozen candidates, decision)")
         if name == "freeze":
             q.add_argument("--search", type=Path, required=True,
                            help="the search folder whose candidates to freeze")
@@ -270,7 +339,7 @@ def register(sub: Any) -> None:
             q.add_argument("run", type=Path, help="the run directory")
             q.add_argument("--qualification", type=Path, required=True,
                            help="the qualification folder (qualification.json, rows.jsonl)")
-        else:
+        if name != "tables":
             q.add_argument("--out", type=Path, required=True, help="the step's output")
         q.add_argument("--force", action="store_true",
                        help="replace a different earlier output (kept aside; in a frozen "

@@ -26,9 +26,16 @@ class AdapterConfig:
                                                        "travel"])
     pipeline: str = "ground_truth"      # ground_truth | backend (the configured backend)
     attack: str = "direct"              # an AgentDojo attack name
-    max_user_tasks: int = 0             # first N user tasks per suite (0 = all)
+    max_user_tasks: int = 0             # first N user tasks per suite (0 = all): the pool
     injection_tasks: list[str] = field(default_factory=list)  # subset (empty = all)
     min_eligible: int = 1               # qualification gate before the attacked matrix
+    # Table 20's staged rows (paper 000 Appendix C): the first N tasks of the pool form the
+    # initial clean qualification (0 = no such row); the first N eligible tasks in task
+    # order are frozen for the attacked matrix (0 = every eligible task); the broader
+    # no-defense screen runs the whole pool's attacked pairs under these seeds (empty = none)
+    initial_pool: int = 0
+    freeze: int = 0
+    screen_seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -46,6 +53,19 @@ class AdaptiveConfig:
     feedback: str = "F1"                # the common funnel stage only
     optimized_for: str = "none"         # the defense the search queries
     target_preserving: bool = True      # reject rewrites that drop the exact target action
+    # Table 18's protocol (attacks/replay.py): "paper" -- a first search that is NOT
+    # target-preserving, optimized for `optimized_for`, its frozen candidates replayed on the
+    # held-out clusters under `transfer_defenses` and on the audit clusters under
+    # `instance_defenses` (§6.3); "target_preserving" -- the target-preserving search's
+    # candidates replayed under every study defense in both modes (a named variant)
+    table18_protocol: str = "paper"
+    transfer_defenses: list[str] = field(default_factory=lambda: [
+        "none", "tool_boundary", "taint_only_v1"])
+    instance_defenses: list[str] = field(default_factory=lambda: ["none"])
+    # defense-specific optimization after a passing qualification (§6.3): one bounded,
+    # target-preserving search per defense, its candidates replayed under that defense
+    defense_specific: list[str] = field(default_factory=lambda: [
+        "tool_boundary", "taint_only_v1"])
     roots: int = 3
     branching: int = 3
     width: int = 6

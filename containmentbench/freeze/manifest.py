@@ -338,6 +338,14 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             writer.write_text(scratch / "adapter" / "parity.json",
                               canonical_json(parity_summary(study / "traces")) + "\n",
                               kind="agentdojo-parity")
+            # Table 20 (paper 000 Appendix C) from the traces, the screen and the
+            # qualification records, as `adapters table20` builds it
+            if (study / "tables" / "table20_agentdojo_qualification.parquet").exists():
+                from containmentbench.adapters.agentdojo.report import table20
+                from containmentbench.analysis.writers import write as write_tables
+
+                write_tables(table20(study, scratch / "metrics" / "rollout_metrics.parquet"),
+                            scratch / "tables")
         else:
             raise BenchError(f"adapter '{adapter}' has no reproduce step",
                              file=str(study / "config.yaml"))

@@ -72,6 +72,19 @@ IDENTITY = ("rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topol
             "decoding", "tool_mode", "completion_digest")
 
 
+def error_kind(r: dict[str, Any]) -> str | None:
+    """Why an ``error`` rollout is excluded from every outcome: ``context_overflow`` when the
+    backend said the prompt outgrew the model's context (the prefix every backend gives it,
+    runtime/job.py), otherwise ``provider_error``; None for an outcome rollout."""
+    if r["status"] != "error":
+        return None
+    # the same test as runtime.job.is_context_overflow (metrics sits below runtime in the
+    # layering; tests/metrics/test_exclusions.py checks that the two agree)
+    err = r.get("error") or ""
+    return "context_overflow" if err.lower().startswith("context overflow") \
+        else "provider_error"
+
+
 def measurement_row(t: M.RolloutTrace) -> dict[str, Any]:
     """What every metrics row carries whatever the trace's origin (ours or an adapter's): the
     rollout's identity and how it was measured, its rule ids and the model-action validity
@@ -79,9 +92,12 @@ def measurement_row(t: M.RolloutTrace) -> dict[str, Any]:
     r = t.rollout
     row: dict[str, Any] = {k: r[k] for k in IDENTITY}
     row["n_model_calls"] = r["n_model_calls"]
+    row["n_truncated"] = r["n_truncated"]
     row["truncated_rate"] = r["n_truncated"] / r["n_model_calls"] if r["n_model_calls"] else None
     row["rule_ids"], row["stop_rule_ids"] = M.rule_ids(t)
     row.update(M.parser_rates(t))
+    row.update(M.parser_counts(t))
+    row["error_kind"] = error_kind(r)
     if r["status"] == "error":
         row.update(dict.fromkeys(OUTCOMES))
     else:

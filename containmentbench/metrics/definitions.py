@@ -294,6 +294,18 @@ def false_positive_counts(t: RolloutTrace) -> dict[str, int]:
             "fp_confirm_count": confirmed}
 
 
+def parser_counts(t: RolloutTrace) -> dict[str, int]:
+    """Measurement validity counts (§6.2, Table 23): model actions (model calls with a parse
+    status), and how many were valid tool proposals, parse failures and invalid tools. A
+    table that reports these *per model action* (Table 22) pools the counts over rollouts."""
+    st = [e["parse_status"] for e in t.events
+          if e["kind"] == "model_call" and e["parse_status"] is not None]
+    return {"n_model_actions": len(st),
+            "n_valid_proposals": sum(s in VALID_STATUSES for s in st),
+            "n_parse_failures": sum(s in PARSE_FAILURES for s in st),
+            "n_invalid_tool": sum(s == "invalid_tool" for s in st)}
+
+
 def parser_rates(t: RolloutTrace) -> dict[str, float | None]:
     """Measurement validity (§6.2, Table 23): rates over model actions (model calls)."""
     calls = [e for e in t.events if e["kind"] == "model_call" and e["parse_status"] is not None]
@@ -301,11 +313,11 @@ def parser_rates(t: RolloutTrace) -> dict[str, float | None]:
     if n == 0:
         return {"valid_tool_proposal_rate": None, "parse_failure_rate": None,
                 "repaired_rate": None, "invalid_tool_rate": None}
-    st = [e["parse_status"] for e in calls]
-    return {"valid_tool_proposal_rate": sum(s in VALID_STATUSES for s in st) / n,
-            "parse_failure_rate": sum(s in PARSE_FAILURES for s in st) / n,
+    c = parser_counts(t)
+    return {"valid_tool_proposal_rate": c["n_valid_proposals"] / n,
+            "parse_failure_rate": c["n_parse_failures"] / n,
             "repaired_rate": sum(bool(e["repaired"]) for e in calls) / n,
-            "invalid_tool_rate": sum(s == "invalid_tool" for s in st) / n}
+            "invalid_tool_rate": c["n_invalid_tool"] / n}
 
 
 def rule_ids(t: RolloutTrace) -> tuple[list[str], list[str]]:

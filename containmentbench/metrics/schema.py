@@ -32,6 +32,11 @@ METRICS = pa.schema([
     pa.field("method_version", _s, nullable=False),
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("status", _s, nullable=False),
+    # why a rollout is never an outcome (null otherwise): ``context_overflow`` (the backend's
+    # error says the prompt outgrew the model's context, runtime/job.py) or
+    # ``provider_error`` (any other error after the backend's retries). Tables count both per
+    # cell (analysis/exclusions.py), never silently (Appendix I).
+    pa.field("error_kind", _s),
     # what was measured and how (never pooled across values: pipeline/mixing.py)
     pa.field("decoding", _s, nullable=False),        # canonical JSON (config/decoding.py)
     pa.field("tool_mode", _s, nullable=False),       # prompt | native | constrained
@@ -88,6 +93,13 @@ METRICS = pa.schema([
     # completions cut at max_tokens over model calls (never answers or actions)
     pa.field("truncated_rate", _f),
     pa.field("n_model_calls", _i, nullable=False),
+    # the counts behind the rates, so a table can pool them per model action (Table 22):
+    # model actions = model calls with a parse status; truncated counts over model calls
+    pa.field("n_model_actions", _i, nullable=False),
+    pa.field("n_valid_proposals", _i, nullable=False),
+    pa.field("n_parse_failures", _i, nullable=False),
+    pa.field("n_invalid_tool", _i, nullable=False),
+    pa.field("n_truncated", _i, nullable=False),
     # audit
     pa.field("rule_ids", pa.list_(_s), nullable=False),
     pa.field("stop_rule_ids", pa.list_(_s), nullable=False),
@@ -124,8 +136,9 @@ STAGE_SCOPE = {
 OUTCOMES = tuple(f.name for f in METRICS if f.name not in (
     "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
     "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile", "defense",
-    "policy_hash", "method_version", "seed", "status", "decoding", "tool_mode",
-    "completion_digest", "n_model_calls", "rule_ids", "stop_rule_ids",
+    "policy_hash", "method_version", "seed", "status", "error_kind", "decoding", "tool_mode",
+    "completion_digest", "n_model_calls", "n_model_actions", "n_valid_proposals",
+    "n_parse_failures", "n_invalid_tool", "n_truncated", "rule_ids", "stop_rule_ids",
     "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate", "invalid_tool_rate",
     "truncated_rate"))
 

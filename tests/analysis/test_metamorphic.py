@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from containmentbench.analysis import paired, tables
+from containmentbench.analysis import diagnostic_tables, paired, tables
 from containmentbench.analysis.bootstrap import cluster_bootstrap, pair_bootstrap
 from containmentbench.analysis.paired import Settings, compare
 from containmentbench.metrics.schema import METRICS, STAGE_SCOPE
@@ -72,7 +72,7 @@ def _exact(df: pl.DataFrame, stage: str, defense: str, metric: str) -> tuple[int
 def _tables(df: pl.DataFrame) -> list[pl.DataFrame]:
     ctx = tables.Context(df)
     return [tables.stage_means(df, MEANS, ctx).frame, tables.table09(df, ctx).frame,
-            tables.table11(df, ctx).frame, tables.table22(df, ctx).frame]
+            tables.table11(df, ctx).frame, diagnostic_tables.table22(df, ctx).frame]
 
 
 @SETTINGS

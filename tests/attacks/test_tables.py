@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from containmentbench.analysis import tables
+from containmentbench.analysis import diagnostic_tables, tables
 from containmentbench.attacks.tables import table18, table19
 from containmentbench.errors import BenchError
 
@@ -114,7 +114,7 @@ def test_study_funnel_table_by_hand():
          **dict.fromkeys(flags)},
     ]
     df = pl.DataFrame(rows)
-    t = tables.target_funnel(df, tables.Context(df))
+    t = diagnostic_tables.target_funnel(df, tables.Context(df))
     got = t.frame.to_dicts()
     assert [(r["stage"], r["defense"], r["N"]) for r in got] == [
         ("Security", "none", 3), ("Security", "tool_boundary", 1)]
@@ -124,5 +124,5 @@ def test_study_funnel_table_by_hand():
     assert (got[1]["exact_proposal"], got[1]["policy_pass"], got[1]["goal_commit_rate"]) == \
         (1, 0, 0.0)
     assert "Simulated agent" in t.caption
-    assert tables.target_funnel(df.filter(pl.col("stage") == "clean"),
+    assert diagnostic_tables.target_funnel(df.filter(pl.col("stage") == "clean"),
                                 tables.Context(df)) is None

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from containmentbench.analysis import tables
+from containmentbench.analysis import diagnostic_tables, tables
 from containmentbench.metrics import definitions as M
 from containmentbench.metrics.compute import rollout_row
 from containmentbench.metrics.schema import METRICS
@@ -145,7 +145,7 @@ def test_table22_and_stage_means_use_ctau(smoke):
     cols = {f.name: [row.get(f.name)] for f in METRICS}
     df = pl.from_arrow(pa.Table.from_pydict(cols, schema=METRICS))
     ctx = tables.Context(df)
-    t22 = tables.table22(df, ctx).frame.row(0, named=True)
+    t22 = diagnostic_tables.table22(df, ctx).frame.row(0, named=True)
     assert t22["defense"] == "rollback_v2" and t22["benign_completion"] == pytest.approx(1.0)
     sm = tables.stage_means(df, ["benign_success", "recovery_success", "rolled_back_required"],
                             ctx).frame

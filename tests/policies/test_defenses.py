@@ -64,7 +64,11 @@ def test_v2_and_boundary_complete_what_v1_blocks(full_main):
     active = [s for s in full_main if s.stage == "active_tainted"]
     results = {d: [_u_active(s, ep) for s, ep in zip(active, _run(active, d, "never_follow"))]
                for d in ("taint_only_v1", "intent_ledger_v2", "tool_boundary")}
-    assert sum(results["taint_only_v1"]) == 0
+    # v1 completes exactly where its confirmation path applies: the acting agent read the
+    # tainted source itself (single agent, not another agent's message); everywhere else
+    # the taint crossed an agent boundary and v1 blocks (docs/metrics.md)
+    own = [s.topology == "single" and s.carrier != "inter_agent_message" for s in active]
+    assert results["taint_only_v1"] == [int(o) for o in own]
     repaired = [s for i, s in enumerate(active)
                 if results["intent_ledger_v2"][i] and results["tool_boundary"][i]]
     assert len(repaired) == len(active)

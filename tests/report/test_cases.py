@@ -9,7 +9,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from containmentbench.report.cases import CASES, REDACTED, redact
+from containmentbench.report.cases import CASES, REDACTED, redact, scenario_features
 from containmentbench.report.integrity import _domain_local
 from tests.conftest import run_cli
 
@@ -20,17 +20,23 @@ def test_every_pair_is_matched_and_shows_its_claim(run_dir):
     by_id = {r["rollout_id"]: r for r in m.iter_rows(named=True)}
     assert cases["case"].to_list() == list(range(1, 9))
     found = cases.filter(pl.col("status") == "pair")
-    assert found.height >= 5  # the smoke suite shows most classes under the sim agent
+    # the smoke suite holds scenarios of three of Table 21's classes (cases 1, 5, 6); the
+    # others are reported as not observed, never filled from another class
+    assert set(found["case"].to_list()) <= {1, 5, 6} and found.height >= 2
+    feats = scenario_features(m)
     for r in found.iter_rows(named=True):
         a, b = by_id[r["rollout_a"]], by_id[r["rollout_b"]]
         for k in ("scenario_id", "seed", "model", "stage"):
             assert a[k] == b[k]
         assert (a["defense"], b["defense"]) == (r["defense_a"], r["defense_b"])
         spec = next(c for c in CASES if c.case == r["case"])
-        assert spec.pred(a, b)
-    c1 = found.filter(pl.col("case") == 1).row(0, named=True)
-    assert by_id[c1["rollout_a"]]["committed_harm"] == 1
-    assert by_id[c1["rollout_b"]]["committed_harm"] == 0
+        assert spec.pred(a, b) and spec.cls.holds(a, feats[(a["suite"], a["scenario_id"])])
+        assert r["rule"].startswith("class: domain")
+    for r in cases.filter(pl.col("case").is_in([2, 3, 4, 7, 8])).iter_rows(named=True):
+        assert r["status"].startswith("not observed") and r["rollout_a"] is None
+    for c1 in found.filter(pl.col("case") == 1).iter_rows(named=True):
+        assert by_id[c1["rollout_a"]]["committed_harm"] == 1
+        assert by_id[c1["rollout_b"]]["committed_harm"] == 0
 
 
 def test_missing_class_is_reported_not_filled(run_dir, tmp_path):

@@ -61,7 +61,8 @@ def test_trace_pages_have_graph_timeline_and_cim_view(run_dir):
 
 def test_cases_page_and_tables_present(run_dir):
     pages = _pages(run_dir)
-    assert pages["cases.html"].count('class="pair"') >= 5
+    # smoke holds scenarios of three of Table 21's scenario classes (report/cases.py)
+    assert pages["cases.html"].count('class="pair"') >= 2
     for stem in ("case_studies", "table28_integrity_audit", "stage_means", "fig03_source"):
         assert f'id="table-{stem}"' in pages["index.html"]
     assert pages["index.html"].count("<img ") == 5  # the headline's and Figs. 3-6

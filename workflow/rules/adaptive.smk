@@ -1,13 +1,21 @@
 # The bounded adaptive candidate search (study.adaptive.enabled; paper 000 §6.3, Appendix B):
-# family-disjoint splits -> bounded tree search (append-only query log; a killed search
-# resumes from it) -> frozen, hashed candidates -> staged qualification (known-good,
-# development, family-held-out) -> replay of the frozen candidates as a derived suite through
-# standard rollout shards (every defense x the study's fresh seeds) -> metrics -> Tables 18-19
-# -> freeze/verify. Everything lives in the model's run directory (S.path).
+# family-disjoint splits -> bounded tree searches (append-only query logs; a killed search
+# resumes from its log): the paper's first, non-target-preserving search ("transfer", Table
+# 18) and the target-preserving one ("target", Table 19) -> frozen, hashed candidates of each
+# -> staged qualification of the target-preserving candidates (known-good, development,
+# family-held-out) -> defense-specific optimization only if it passed -> replay of the
+# protocol's frozen candidates as a derived suite through standard rollout shards (each group
+# under its defenses, study.adaptive.table18_protocol) -> metrics -> Tables 18-19 ->
+# freeze/verify. Everything lives in the model's run directory (S.path).
 from pathlib import Path
 
 from containmentbench.attacks.replay import TABLES as ADAPTIVE_TABLES
 from containmentbench.attacks.settings import rule_key as adaptive_key
+from containmentbench.attacks.settings import searches as adaptive_searches
+
+
+wildcard_constraints:
+    search="transfer|target",
 
 
 rule adaptive_splits:
@@ -30,9 +38,9 @@ rule adaptive_search:
     input:
         splits=rules.adaptive_splits.output,
     output:
-        S.path("adaptive", "search", "candidates.json"),
+        S.path("adaptive", "search", "{search}", "candidates.json"),
     log:
-        S.path("logs", "adaptive", "search.log"),
+        S.path("logs", "adaptive", "search-{search}.log"),
     params:
         config=S.config_path,
         key=lambda w: adaptive_key(S.run_data(w)),
@@ -42,16 +50,16 @@ rule adaptive_search:
     resources:
         **S.gpu_rule_resources(),
     shell:
-        "containmentbench search run --study-config {params.config:q} --splits {input.splits:q} --out {params.out:q} > {log:q} 2>&1"
+        "containmentbench search run --study-config {params.config:q} --splits {input.splits:q} --search {wildcards.search:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule adaptive_freeze_candidates:
     input:
-        rules.adaptive_search.output,
+        S.path("adaptive", "search", "{search}", "candidates.json"),
     output:
-        S.path("adaptive", "frozen", "candidates_manifest.json"),
+        S.path("adaptive", "frozen", "{search}", "candidates_manifest.json"),
     log:
-        S.path("logs", "adaptive", "frozen.log"),
+        S.path("logs", "adaptive", "frozen-{search}.log"),
     params:
         search=lambda w, input: os.path.dirname(input[0]),
         out=lambda w, output: os.path.dirname(output[0]),
@@ -66,8 +74,8 @@ rule adaptive_freeze_candidates:
 rule adaptive_qualify:
     input:
         splits=rules.adaptive_splits.output,
-        search=rules.adaptive_search.output,
-        frozen=rules.adaptive_freeze_candidates.output,
+        search=S.path("adaptive", "search", "target", "candidates.json"),
+        frozen=S.path("adaptive", "frozen", "target", "candidates_manifest.json"),
     output:
         S.path("adaptive", "qualification", "qualification.json"),
     log:
@@ -75,8 +83,8 @@ rule adaptive_qualify:
     params:
         config=S.config_path,
         key=lambda w: adaptive_key(S.run_data(w)),
-        search=lambda w, input: os.path.dirname(input.search[0]),
-        frozen=lambda w, input: os.path.dirname(input.frozen[0]),
+        search=lambda w, input: os.path.dirname(input.search),
+        frozen=lambda w, input: os.path.dirname(input.frozen),
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../envs/containmentbench.yaml"
@@ -86,11 +94,36 @@ rule adaptive_qualify:
         "containmentbench search qualify --study-config {params.config:q} --splits {input.splits:q} --search {params.search:q} --frozen {params.frozen:q} --out {params.out:q} > {log:q} 2>&1"
 
 
+rule adaptive_defense_specific:
+    input:
+        splits=rules.adaptive_splits.output,
+        qualification=rules.adaptive_qualify.output,
+    output:
+        S.path("adaptive", "defense_specific", "decision.json"),
+    log:
+        S.path("logs", "adaptive", "defense_specific.log"),
+    params:
+        config=S.config_path,
+        key=lambda w: adaptive_key(S.run_data(w)),
+        qualification=lambda w, input: os.path.dirname(input.qualification[0]),
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.gpu_rule_resources(),
+    shell:
+        "containmentbench search defense-specific --study-config {params.config:q} --splits {input.splits:q} --qualification {params.qualification:q} --out {params.out:q} --force > {log:q} 2>&1"
+
+
 rule adaptive_replay:
     input:
         splits=rules.adaptive_splits.output,
-        frozen=rules.adaptive_freeze_candidates.output,
-        qualification=rules.adaptive_qualify.output,
+        frozen=expand(
+            S.path("adaptive", "frozen", "{search}", "candidates_manifest.json"),
+            search=adaptive_searches(S.data),
+            allow_missing=True,
+        ),
+        decision=rules.adaptive_defense_specific.output,
     output:
         S.path("adaptive", "replay.done"),
     log:
@@ -98,13 +131,13 @@ rule adaptive_replay:
     params:
         config=S.config_path,
         key=lambda w: adaptive_key(S.run_data(w)),
-        frozen=lambda w, input: os.path.dirname(input.frozen[0]),
+        adaptive=lambda w, input: str(Path(input.splits[0]).parent),
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.gpu_rule_resources(),
     shell:
-        "containmentbench search replay --study-config {params.config:q} --splits {input.splits:q} --frozen {params.frozen:q} --out {output:q} > {log:q} 2>&1"
+        "containmentbench search replay --study-config {params.config:q} --splits {input.splits:q} --adaptive {params.adaptive:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule adaptive_metrics:
@@ -180,3 +213,18 @@ rule adaptive_freeze:
         **S.cpu_rule_resources(),
     shell:
         "(containmentbench freeze {params.study:q} && containmentbench verify {params.study:q}) > {log:q} 2>&1"
+
+
+# A target, not part of `all` (as reproduce.smk for the other studies): recompute the
+# metrics and Tables 18-19 from the cached replay traces, compare bytes, verify.
+rule reproduce:
+    log:
+        S.study_path("logs", "reproduce.log"),
+    params:
+        runs=S.run_dirs(),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=4000),
+    shell:
+        "(for d in {params.runs:q}; do containmentbench search reproduce \"$d\" && containmentbench verify \"$d\" || exit 1; done) > {log:q} 2>&1"

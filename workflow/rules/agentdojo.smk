@@ -1,6 +1,8 @@
 # An external-benchmark study (study.adapter.name: agentdojo; paper 000 §6.4): clean
 # qualification per suite (eligible tasks frozen before the attacked matrix) -> one shard per
-# (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis -> report
+# (defense, seed, suite) through our gateway -> metrics -> parity counts -> analysis ->
+# Table 20 (with the broader no-defense screen of the whole pool, when the study has screen
+# seeds: its shards live under qualification/screen/, never pooled with the matrix) -> report
 # -> freeze.
 # Everything lives in the model's run directory (S.path: results/<study>/<model_slug>/...).
 from containmentbench.adapters import study as A
@@ -9,6 +11,7 @@ from containmentbench.adapters import study as A
 wildcard_constraints:
     seed=r"\d+",
     shard=r"\d{3}",
+    suite=r"[^/]+",
 
 
 rule adapter_qualify:
@@ -107,9 +110,56 @@ rule adapter_analysis:
         "containmentbench analyze {input.metrics:q} --out {params.out:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
+rule adapter_screen:
+    input:
+        S.path("qualification", "{suite}.json"),
+    output:
+        S.path("qualification", "screen", "{suite}", "screen.json"),
+    log:
+        S.path("logs", "qualification", "screen-{suite}.log"),
+    params:
+        config=S.config_path,
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **(
+            S.cpu_rule_resources()
+            if S.data["study"]["adapter"]["pipeline"] == "ground_truth"
+            else S.gpu_rule_resources()
+        ),
+    shell:
+        "containmentbench adapters agentdojo-screen --study-config {params.config:q} --suite {wildcards.suite:q} --out {params.out:q} --force > {log:q} 2>&1"
+
+
+rule adapter_table20:
+    input:
+        analysis=rules.adapter_analysis.output,
+        screens=expand(
+            S.path("qualification", "screen", "{suite}", "screen.json"),
+            suite=S.data["study"]["adapter"]["suites"]
+            if S.data["study"]["adapter"].get("screen_seeds")
+            else [],
+            allow_missing=True,
+        ),
+    output:
+        S.path("tables", "table20_agentdojo_qualification.csv"),
+    log:
+        S.path("logs", "table20.log"),
+    params:
+        run=lambda w, input: os.path.dirname(input.analysis[0]),
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(),
+    shell:
+        "containmentbench adapters table20 {params.run:q} --force > {log:q} 2>&1"
+
+
 # the static HTML report (headline, tables, rollout index, trace pages), before freeze
 rule adapter_report:
     input:
+        rules.adapter_table20.output,
         analysis=rules.adapter_analysis.output,
     output:
         report(directory(S.path("report")), htmlindex="index.html", category="Study report",
@@ -129,6 +179,7 @@ rule adapter_report:
 rule adapter_freeze:
     input:
         rules.adapter_analysis.output,
+        rules.adapter_table20.output,
         rules.adapter_report.output,
     output:
         S.path("MANIFEST.json"),

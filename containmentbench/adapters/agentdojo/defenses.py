@@ -10,12 +10,18 @@ tools (``tools.SINKS``) and the sink-level ledger projected from the user task's
   synthetic confirmer denies (or approves a ledger match, ``confirmer: approve_ledger_match``).
 * ``tool_boundary``: the tool must be one the user task's ground truth uses, and every
   authority value must be one the ground truth gives that tool (recipients always checked).
-* ``taint_only_v1`` (eq. 11): a tainted sink is blocked; otherwise it must match the ledger.
+* ``taint_only_v1`` (eq. 11): an untainted sink must match the ledger; a tainted sink is
+  routed to the synthetic user's confirmation when it matches the ledger (AgentDojo's agent
+  is alone: the taint it acts on is always its own observation, so v1's cross-agent block,
+  ``policies.defenses.crossed_agents``, never applies) and approved as a ledger match;
+  ``confirm_own_observation: false`` blocks it (the pure eq. 11 ablation).
 * ``intent_ledger_v2`` (eq. 10): a sink must match the ledger (eq. 9 at authority level);
   AgentDojo has no synthetic secrets, so Leak is never set, and an exact authority match
   leaves no field for a tainted value to expand.
-* ``rollback_v2``: v2; AgentDojo has no recovery stage (§6.4: "memory and recovery are not
-  mapped"), so its recovery path never applies.
+* ``rollback_v2``: v2 with one live commit per ledger entry (a sink whose authority key
+  was already committed in the rollout is blocked, ``block_ledger_entry_committed``);
+  AgentDojo has no recovery stage (§6.4: "memory and recovery are not mapped"), so its
+  recovery path never applies.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class Call:
     high_risk: bool
     tainted: bool
     ledger: tuple[Key, ...]
+    committed: tuple[Key, ...] = ()  # authority keys of the rollout's sinks committed so far
     key: Key = field(init=False)
 
     def __post_init__(self) -> None:
@@ -102,9 +109,13 @@ def _tool_boundary(c: Call, p: Mapping[str, Any]) -> Decision:
 
 @_rule("taint_only_v1")
 def _taint_only_v1(c: Call, p: Mapping[str, Any]) -> Decision:
-    ev = _ev(c)
+    ev = {k: v for k, v in _ev(c).items() if k != "expand"}  # v1 never checks Expand
     if c.tainted:
-        return Decision(BLOCK, "block_low_to_high_privilege_jump", ev, c.matched)
+        if c.matched and p.get("confirm_own_observation", True):
+            return Decision(CONFIRM, "confirm_tainted_ledger_match", {**ev, "crossed": []},
+                            True)
+        return Decision(BLOCK, "block_low_to_high_privilege_jump", {**ev, "crossed": []},
+                        c.matched)
     if not c.matched:
         return Decision(BLOCK, "block_ledger_mismatch", ev, False)
     return Decision(ALLOW, "allow_ledger_match", ev, True)
@@ -120,7 +131,12 @@ def _intent_ledger_v2(c: Call, p: Mapping[str, Any]) -> Decision:
     return Decision(BLOCK, "block_ledger_mismatch", ev, False)
 
 
-RULES["rollback_v2"] = _intent_ledger_v2
+@_rule("rollback_v2")
+def _rollback_v2(c: Call, p: Mapping[str, Any]) -> Decision:
+    d = _intent_ledger_v2(c, p)
+    if d.verdict == ALLOW and c.key in c.committed:
+        return Decision(BLOCK, "block_ledger_entry_committed", d.evidence, True)
+    return d
 
 
 def authorize(policy: Policy, c: Call) -> Decision:
@@ -140,8 +156,10 @@ def authorize(policy: Policy, c: Call) -> Decision:
 
 
 def confirm(policy: Policy, c: Call) -> tuple[bool, str]:
-    """The synthetic confirmer (no human in the loop): deny by default."""
-    if policy.params.get("confirmer", "deny") == "approve_ledger_match" and c.matched:
+    """The synthetic confirmer (no human in the loop): deny by default (v1 approves a ledger
+    match by default, as in ``policies/defenses.py``)."""
+    default = "approve_ledger_match" if policy.name == "taint_only_v1" else "deny"
+    if policy.params.get("confirmer", default) == "approve_ledger_match" and c.matched:
         return True, "confirmation_approved_ledger_match"
     return False, "confirmation_not_committed"
 

@@ -114,6 +114,7 @@ def _runtime_class() -> type:
             self.proposed_sinks = 0
             self.diff: dict[str, dict[str, Any]] = {}  # path -> first pre, last post
             self.last_carried: list[str] = []
+            self.committed_keys: list[Any] = []  # rollback_v2: one live commit per entry
 
         def env_diff(self) -> dict[str, dict[str, Any]]:
             """The rollout's environment difference: only sinks change the environment (a
@@ -151,7 +152,8 @@ def _runtime_class() -> type:
             args = _jsonable(dict(kwargs))
             high = is_sink(function)
             tainted = self.rec.tainted(step)
-            call = defenses.Call(function, args, high, tainted, self.ledger)
+            call = defenses.Call(function, args, high, tainted, self.ledger,
+                                 tuple(self.committed_keys))
             if high:
                 self.proposed_sinks += 1
             common = {"call_id": call_id, "tool": function, "action_semantic": verb(function),
@@ -191,6 +193,7 @@ def _runtime_class() -> type:
                 for path, ch in diff.items():  # the rollout's diff, composed commit by commit
                     first = self.diff.get(path, ch)["pre"]
                     self.diff[path] = {"pre": first, "post": ch["post"]}
+                self.committed_keys.append(call.key)
                 parent = self.rec.add("commit", agent=self.agent, flows=[(prop, "commit")],
                                       links=[(dnode, "authorized")], high_risk=True,
                                       ledger_match=call.matched, commit_id=f"{call_id}:commit",
