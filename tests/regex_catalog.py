@@ -21,6 +21,7 @@ from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
 from containmentbench.runtime import provenance
+from containmentbench.scenarios import model as scenario_model
 from containmentbench.sandbox.tools import TOOLS
 
 
@@ -122,6 +123,8 @@ USES: tuple[Use, ...] = (
     # show and the table writers: what they escape
     _s(escape, "_INVISIBLE", "\x1b", "\u202e", "\x00"),
     _s(paths, "NAME", "a", "a.", "a+"),
+    # scenario records: id rules (scenario files are benchmark text)
+    _s(scenario_model, "SCENARIO_ID", "a", "a~", "a.b", "a" * 127),
 )
 
 # Modules that import ``re`` on text that is neither benchmark nor model text.

@@ -108,9 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     sc = s.add_parser("agentdojo-screen",
                       help="the broader no-defense screen of a study's whole task pool")
-    sc.add_argument("--study-config", type=Path, required=True)
-    sc.add_argument("--suite", required=True)
-    sc.add_argument("--out", type=Path, required=True)
+    sc.add_argument("--study-config", type=Path, required=True,
+                    help="resolved study config whose adapter settings to use")
+    sc.add_argument("--suite", required=True, help="workspace | slack | banking | travel")
+    sc.add_argument("--out", type=Path, required=True, help="the screen folder to write")
     sc.add_argument("--force", action="store_true",
                     help="redo this output of a frozen study (old bytes kept under .replaced-N/)")
     sc.set_defaults(func=cmd_screen)

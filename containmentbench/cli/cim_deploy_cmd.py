@@ -48,12 +48,13 @@ def register(csub: argparse._SubParsersAction) -> None:
     m.add_argument("--sim-profile", default="default", help="sim profile name or YAML file")
     m.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable)")
-    m.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512)
+    m.add_argument("--max-tokens", type=T.config_range("decoding.max_tokens"), default=512,
+                   help="decoding.max_tokens of a real model's completions")
     m.add_argument("--max-steps", type=T.positive_int, default=400,
                    help="model calls per delegation (a real CPU model: lower it)")
     m.add_argument("--temperature", type=T.config_range("decoding.temperature", float),
-                   default=0.0)
-    m.add_argument("--quiet", action="store_true")
+                   default=0.0, help="decoding.temperature of a real model (0: greedy)")
+    m.add_argument("--quiet", action="store_true", help="no progress lines")
     m.set_defaults(func=cmd_micro)
 
     cv = csub.add_parser("coverage", help="coverage against a declared tool inventory: "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from containmentbench.cli import argtypes as T
 from containmentbench.cli import study_args
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--serve", action="store_true",
                    help="serve the built report on http://127.0.0.1:PORT/ and make the trace "
                         "page of any rollout on demand (nothing is written); Ctrl-C stops")
-    p.add_argument("--port", type=int, default=8000,
+    p.add_argument("--port", type=T.int_range(0, 65535), default=8000,
                    help="port of --serve on 127.0.0.1 (default 8000; 0 picks a free one)")
     p.set_defaults(func=run)
 

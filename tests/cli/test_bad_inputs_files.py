@@ -183,14 +183,14 @@ def test_adapter_qualification(doc, needle, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("splits")
-    assert run_cli("search", "splits", "--study", "adaptive_smoke", "--override",
-                   f"results_dir={d}/results", "--out", d / "splits.json") == 0
+    assert run_cli("search", "splits", "study=adaptive_smoke", f"results_dir={d}/results",
+                   "--out", d / "splits.json") == 0
     return d / "splits.json"
 
 
 def _search(step: str, root: Path, *extra: str) -> list[str]:
-    return ["search", step, "--study", "adaptive_smoke", "--override",
-            f"results_dir={root}/results", *extra, "--out", str(root / "out")]
+    return ["search", step, "study=adaptive_smoke", f"results_dir={root}/results", *extra,
+            "--out", str(root / "out")]
 
 
 @pytest.mark.parametrize("doc,needle", [
@@ -210,11 +210,13 @@ def test_search_splits_file(doc, needle, tmp_path, capsys):
     ({"sha256": "a" * 64, "file_sha256": "0" * 64}, "candidates[0].file"),
 ])
 def test_search_frozen_manifest(entry, needle, splits, tmp_path, capsys):
-    (tmp_path / "frozen").mkdir()
-    (tmp_path / "frozen" / "candidates_manifest.json").write_text(
-        json.dumps({"candidates": [entry]}))
-    one_line_error(capsys, _search("replay", tmp_path, "--splits", str(splits), "--frozen",
-                                   str(tmp_path / "frozen")), tmp_path, (needle,))
+    frozen = tmp_path / "adaptive" / "frozen"
+    for search in ("transfer", "target"):  # the paper's protocol reads transfer/
+        (frozen / search).mkdir(parents=True)
+        (frozen / search / "candidates_manifest.json").write_text(
+            json.dumps({"candidates": [entry]}))
+    one_line_error(capsys, _search("replay", tmp_path, "--splits", str(splits), "--adaptive",
+                                   str(tmp_path / "adaptive")), tmp_path, (needle,))
 
 
 def test_search_tables_replay_index(run, tmp_path, capsys):

@@ -368,7 +368,7 @@ def test_deeply_nested_json_to_parse(monkeypatch, capsys, tmp_path):
     (["config", "check", "study.seeds=[1,1]"], "study.seeds"),
     (["config", "check", "study.defenses=[none,none]"], "study.defenses"),
     (["config", "check", "study.stages=[security,security]"], "study.stages"),
-    (["status", "smoke", "+study.foo=1"], "study.foo"),
+    (["status", "study=smoke", "+study.foo=1"], "study.foo"),
 ])
 def test_issue_cases(argv, needle, tmp_path, capsys):
     (tmp_path / "empty.yaml").write_text("")

@@ -69,6 +69,14 @@ def test_load_scenarios_validates_only_what_is_asked(tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     broken = lines[-1].replace('"stage":"clean"', '"stage":"elsewhere"')
     path.write_text("".join(lines[:-1]) + broken)
+    # a suite whose manifest pins these bytes (an edited file alone is refused up front:
+    # scenarios/manifest.py check_stage_files)
+    import hashlib
+    import json
+
+    man = json.loads((suite / "MANIFEST.json").read_text())
+    man["stages"]["clean"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (suite / "MANIFEST.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
     first_id = next(iter(full))
     first = load_scenarios(suite, "clean", [first_id])
     assert first[0].id == first_id
