@@ -21,8 +21,8 @@ from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
 from containmentbench.runtime import provenance
-from containmentbench.scenarios import model as scenario_model
 from containmentbench.sandbox.tools import TOOLS
+from containmentbench.scenarios import model as scenario_model
 
 
 def scan(p: re.Pattern[str]) -> Callable[[str], int]:
