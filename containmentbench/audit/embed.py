@@ -40,8 +40,12 @@ class Embedder:
         self.cache: dict[str, np.ndarray] = {}
         self.encoded = 0  # texts actually run through the model
         self.model = None  # loaded on first use: an audit decided by Tiers 1-2 never loads it
+        self.load_s = 0.0  # seconds spent loading the model (once per process)
 
     def _load(self) -> None:
+        import time
+
+        t0 = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
@@ -53,6 +57,7 @@ class Embedder:
         self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+        self.load_s = time.perf_counter() - t0
 
     @staticmethod
     def key(text: str) -> str:
