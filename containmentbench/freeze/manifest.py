@@ -346,17 +346,35 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             from containmentbench.report.write import write_cases
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
-        for sub in progress(("reparse", "metrics", "tables", "figures", "adapter"),
+        wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
+        for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()
-                if p.suffix in (".png", ".pdf"):
-                    continue  # images are checked through their source tables
+                if p.suffix in (".png", ".pdf") or rel in wall_clock:
+                    continue  # images: through their source tables; wall-clock times
                 compared.append(rel)
                 q = scratch / rel
                 if not q.exists() or q.read_bytes() != p.read_bytes():
                     differ.append(rel)
     return {"compared": len(compared), "differ": differ}
+
+
+def _reaudit(study: Path, scratch: Path) -> set[str]:
+    """Rebuild ``audit/`` from the cached traces with the policy it recorded (issue 24:
+    reproduce rebuilds the study audit); returns its wall-clock files (frozen, not compared)."""
+    summary_path = study / "audit" / "summary.json"
+    if not summary_path.exists():
+        return set()
+    from containmentbench.audit.embed import Embedder
+    from containmentbench.audit.policy import policy_from_mapping
+    from containmentbench.audit.study import audit_study
+
+    summary = json.loads(summary_path.read_text())
+    policy = policy_from_mapping(summary["policy"], str(summary_path))
+    audit_study(study, policy, Embedder(), out=scratch / "audit",
+                replay_real=bool(summary.get("replay_real")))
+    return {f"audit/{rel}" for rel in summary.get("wall_clock", [])}
 
 
 def require_verified(study: str | Path) -> None:
