@@ -224,7 +224,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     sink_rows = []
     for _, _, sinks, graph, _ in per:
         for s in sinks:
-            v = verdict(s, th)
+            v = verdict(s, th, policy.tiers)
             annotate(graph, s, v)
             sink_rows.append(sink_record(s, v))
     roll_rows = gap_rows(rows, sink_rows, replays)

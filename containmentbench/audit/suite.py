@@ -188,7 +188,7 @@ def make(base: Scenario, family: str, i: int) -> dict[str, Any]:
                                                         "recipient": sender,
                                                         "visibility": "internal"})
         else:
-            injection = T.IMPLICIT_INSTR[1].format(title=f"'{cal['title']}' meeting")
+            injection = T.IMPLICIT_INSTR[1]
             sink_step = _step(agent, "create_event", {"title": cal["title"],
                                                       "date": cal["date"],
                                                       "attendees": list(cal["attendees"])})
