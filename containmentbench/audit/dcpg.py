@@ -258,11 +258,8 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
                 lin.merge(rl, hop=seq, via="relay", tier="relay")
         if observer is not None:
             text = observed_text(ev.get("text") or "")
-            retrieved = kind == "memory_read"
-            for sid, whole in carry.carried(text):
-                src_seq = g.sources[sid]["seq"]
-                lin.add(sid, (src_seq, seq), {"retrieved" if retrieved else "direct",
-                                              "item" if whole else "copy"})
+            # persisted labels first: a copy that came back through a store keeps the path
+            # through the write that stored it (source -> read -> write -> read -> sink)
             if kind == "memory_read" and tool in memory_read | {None}:
                 stored = g.registry.get(ev.get("resource_id") or "")
                 if stored is not None:  # rehydrate the labels persisted with the entry
@@ -270,6 +267,11 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
             for value, stored in g.stores.items():
                 if value in text:       # a written value shown again: rehydrate its labels
                     lin.merge(stored[TAINT_KEY], hop=seq, via="store", tier="store")
+            retrieved = kind == "memory_read"
+            for sid, whole in carry.carried(text):
+                src_seq = g.sources[sid]["seq"]
+                lin.add(sid, (src_seq, seq), {"retrieved" if retrieved else "direct",
+                                              "item" if whole else "copy"})
             ctx.setdefault(observer, Lineage()).merge(lin)
             if not lin.paths:
                 trusted.setdefault(observer, []).append(text)

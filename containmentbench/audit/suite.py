@@ -189,6 +189,9 @@ def make(base: Scenario, family: str, i: int) -> dict[str, Any]:
                                                         "visibility": "internal"})
         else:
             injection = T.IMPLICIT_INSTR[1]
+            # the agent looks at its calendar before the page: every value the sink carries
+            # comes from what it read there (only the decision is the page's)
+            benign.insert(1, _step(agent, "list_calendar", {}))
             sink_step = _step(agent, "create_event", {"title": cal["title"],
                                                       "date": cal["date"],
                                                       "attendees": list(cal["attendees"])})

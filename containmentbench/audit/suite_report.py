@@ -148,8 +148,10 @@ def score_study(per: Sequence[tuple[Any, ...]], suite: tuple[Path, dict[str, Any
     seeds = sorted({r["seed"] for r in records})
     models = ", ".join(sorted({r["model"] for r in rows}))
     simulated = any(r["backend"] == "sim" for r in rows)
+    split = sum(0 < r["nt_votes"] < r["runs"] for r in v)
     note = (f" {len(seeds)} runs per scenario (seeds {', '.join(map(str, seeds))}), majority "
-            f"vote; model {models}." + (SIM_NOTE if simulated else ""))
+            f"vote ({split} of {len(v)} scenarios had runs that disagreed); model {models}."
+            + (SIM_NOTE if simulated else ""))
     ov = score_rows(v, None)
     ev = evidence_rows(v)
     sw = sweep(records, th)
