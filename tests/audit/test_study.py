@@ -67,7 +67,7 @@ def test_audit_writes_hashed_outputs_and_leaves_traces_alone(run_dir: Path, bag)
     for g in pq.read_table(out / "dcpg.parquet").column("graph").to_pylist():
         graph = json.loads(g)
         sink_seqs = {n["seq"] for n in graph["nodes"] if n["kind"] == "commit"}
-        for a, b, _sid, tier, sigma in graph["edges"]:
+        for _a, b, _sid, tier, sigma in graph["edges"]:
             if b in sink_seqs:
                 assert tier != "sink" and 0.0 <= sigma <= 1.0
     assert "Simulated agent" in (out / "tables" / "audit_gap.md").read_text()
