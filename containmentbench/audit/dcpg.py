@@ -48,7 +48,7 @@ TAINT_KEY = "_nt_taint"
 Path_ = tuple[int, ...]
 # the event fields the graph reads (a trace without them cannot be audited)
 NEEDED = ("seq", "kind", "session", "agent_instance", "call_id", "tool", "args", "text",
-          "resource_id", "resource_class", "action_semantic")
+          "resource_id", "resource_class", "target", "action_semantic")
 RELAY_TOOLS = frozenset({"delegate", "handoff"})
 
 
@@ -211,9 +211,11 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
     for ev in sorted(events, key=lambda e: e["seq"]):
         seq, kind, inst = ev["seq"], ev["kind"], ev.get("agent_instance")
         if kind == "source":
-            g.sources[ev["resource_id"]] = {"text": ev.get("text") or "", "seq": seq,
-                                            "carrier": ev.get("resource_class")}
-            carry.register(ev["resource_id"], ev.get("text") or "", seq)
+            # our runtime names a source by resource_id, the AgentDojo adapter by target
+            sid = ev.get("resource_id") or ev.get("target") or f"source-{seq}"
+            g.sources[sid] = {"text": ev.get("text") or "", "seq": seq,
+                              "carrier": ev.get("resource_class")}
+            carry.register(sid, ev.get("text") or "", seq)
             continue
         if kind == "session_start":
             # persist the registry and graph at the boundary and continue from the reloaded

@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from containmentbench.audit.adapter import adapter_name, adapter_policy
 from containmentbench.audit.auditor import (
     SinkAudit,
     annotate,
@@ -60,7 +61,7 @@ from containmentbench.trace.io import by_rollout, read_table
 __all__ = ["AUDIT_FILES", "audit_study", "check_audit_out"]
 
 EV_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "call_id", "tool", "args",
-           "text", "labels", "tainted_fields", "resource_id", "resource_class",
+           "text", "labels", "tainted_fields", "resource_id", "resource_class", "target",
            "action_semantic", "sensitivity_label", "principal_scope"]
 RO_COLS = ["rollout_id", "suite", "scenario_id", "scenario_hash", "stage", "defense", "model",
            "backend", "agent_profile", "seed", "status"]
@@ -184,9 +185,15 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     dirs = trace_shards(run_dir)
     replayer_for = None
     cfg_path = run_dir / "config.yaml"
-    if replay and cfg_path.exists():
+    config = None
+    if cfg_path.exists():
         from containmentbench.config.compose import read_resolved
-        replayer_for = StudyReplay(read_resolved(cfg_path), policy.sinks, replay_real)
+        config = read_resolved(cfg_path)
+    adapter = adapter_name(config)
+    if adapter:  # an external benchmark's tools and tasks: its sinks, no replay
+        policy = adapter_policy(policy, adapter)
+    elif replay and config is not None:
+        replayer_for = StudyReplay(config, policy.sinks, replay_real)
     th = policy.thresholds
     # one shard's events in memory at a time (a 50-seed study holds ~10 GB of events): what
     # the later passes need is kept per rollout (sinks, graph JSON, committed sink calls; the
@@ -262,6 +269,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "judge_calls": judge_calls, "judge_unparsed":
                    judge.unparsed if judge is not None else 0,
                "labelled_suite": suite is not None, "replay_real": replay_real,
+               "adapter": adapter,
                # wall-clock files: frozen, but never compared by reproduce
                "wall_clock": [f"tables/audit_overhead.{x}" for x in WALL_CLOCK_SUFFIXES]
                + ([f"tables/taintbench_paper.{x}" for x in WALL_CLOCK_SUFFIXES]

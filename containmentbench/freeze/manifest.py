@@ -367,11 +367,19 @@ def _reaudit(study: Path, scratch: Path) -> set[str]:
     if not summary_path.exists():
         return set()
     from containmentbench.audit.embed import Embedder
-    from containmentbench.audit.policy import policy_from_mapping
+    from containmentbench.audit.policy import load_audit_policy, policy_from_mapping
     from containmentbench.audit.study import audit_study
 
     summary = json.loads(summary_path.read_text())
-    policy = policy_from_mapping(summary["policy"], str(summary_path))
+    if summary.get("adapter"):  # its tools come from the adapter: thresholds from the record
+        base = load_audit_policy()
+        rec = summary["policy"]
+        policy = policy_from_mapping({**base.to_dict(), "thresholds": rec["thresholds"],
+                                      "chunk_sentences": rec["chunk_sentences"],
+                                      "tiers": rec.get("tiers", sorted(base.tiers))},
+                                     str(summary_path))
+    else:
+        policy = policy_from_mapping(summary["policy"], str(summary_path))
     audit_study(study, policy, Embedder(), out=scratch / "audit",
                 replay_real=bool(summary.get("replay_real")))
     return {f"audit/{rel}" for rel in summary.get("wall_clock", [])}
