@@ -154,6 +154,21 @@ def shard_rollouts(d: Path, everything: bool = False) -> list[tuple[dict[str, An
     return out
 
 
+def _canary(rep: Replayer, sinks: list[SinkAudit], orig: Any, sources: list[str]) -> int:
+    """Tier 1 evidence from the instrumented replay; returns the pairs it found."""
+    from containmentbench.audit.canary import canary_hits
+    from containmentbench.canonical import canonical_json
+
+    hits = canary_hits(rep, orig, sources)
+    n = 0
+    for s in sinks:
+        found = (hits or {}).get((s.tool, canonical_json(s.args)), set())
+        for p in s.pairs:
+            if p.source_id in found:
+                p.canary, n = 1.0, n + 1
+    return n
+
+
 def _labelled(rows: list[dict[str, Any]]) -> Any:
     """The labelled suite of the run (its folder and labels), or None."""
     from containmentbench.audit.suite_check import LABELS, check_label_file
@@ -177,7 +192,7 @@ def _labelled(rows: list[dict[str, Any]]) -> Any:
 
 def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool = True,
                 out: str | Path | None = None, log: Any = sys.stderr, judge: Any = None,
-                replay_real: bool = False) -> dict[str, Any]:
+                replay_real: bool = False, canary: bool = False) -> dict[str, Any]:
     run_dir = Path(run_dir)
     out_dir = check_audit_out(run_dir, out)
     clock = {"dcpg": 0.0, "tier12": 0.0, "tier34": 0.0, "causal": 0.0}
@@ -220,8 +235,11 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     load_s = float(getattr(emb, "load_s", 0.0) or 0.0)  # once per process, not per unit
     clock["tier34"] = t2 - t1 - load_s
     replays = {}
-    for row, evs, sinks, _, orig in per:
+    canary_hits = 0
+    for row, evs, sinks, graph, orig in per:
         rep = replayer_for(row) if replayer_for and sinks else None
+        if canary and rep is not None:  # Tier 1 live: the instrumented replay (canary.py)
+            canary_hits += _canary(rep, sinks, orig, sorted(graph["sources"]))
         probe_sinks(sinks, rep, orig, th, everything=everything)
         if judge is not None and sinks:
             judge_sinks(sinks, judge, evs or [], th)
@@ -269,7 +287,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "judge_calls": judge_calls, "judge_unparsed":
                    judge.unparsed if judge is not None else 0,
                "labelled_suite": suite is not None, "replay_real": replay_real,
-               "adapter": adapter,
+               "adapter": adapter, "canary_replay": canary, "canary_hits": canary_hits,
                # wall-clock files: frozen, but never compared by reproduce
                "wall_clock": [f"tables/audit_overhead.{x}" for x in WALL_CLOCK_SUFFIXES]
                + ([f"tables/taintbench_paper.{x}" for x in WALL_CLOCK_SUFFIXES]

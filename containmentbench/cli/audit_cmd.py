@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the packaged policy with the paper's thresholds)")
     r.add_argument("--no-replay", action="store_true",
                    help="skip the counterfactual replays (implicit analysis not run)")
+    r.add_argument("--canary", action="store_true",
+                   help="Tier 1 live: replay every replayable rollout once more with the "
+                        "canary appended to each untrusted source (paper 001 §4.2)")
     r.add_argument("--replay-real", action="store_true",
                    help="also replay rollouts of a real backend with per-request seeds "
                         "(loads the model; a replay that does not reproduce the trace gives "
@@ -110,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with writer.forcing(args.force):
         info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
                            replay=not args.no_replay, out=args.out, judge=judge,
-                           replay_real=args.replay_real)
+                           replay_real=args.replay_real, canary=args.canary)
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0

@@ -381,7 +381,8 @@ def _reaudit(study: Path, scratch: Path) -> set[str]:
     else:
         policy = policy_from_mapping(summary["policy"], str(summary_path))
     audit_study(study, policy, Embedder(), out=scratch / "audit",
-                replay_real=bool(summary.get("replay_real")))
+                replay_real=bool(summary.get("replay_real")),
+                canary=bool(summary.get("canary_replay")))
     return {f"audit/{rel}" for rel in summary.get("wall_clock", [])}
 
 
