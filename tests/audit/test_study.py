@@ -129,3 +129,42 @@ def test_audit_refuses_bad_inputs(tmp_path: Path, bag) -> None:
         audit_study(tmp_path, pol, bag, log=io.StringIO())
     assert exc.value.field == "traces"
     assert main(["audit", "run", str(tmp_path / "missing")]) == 2
+
+
+def test_only_backends_that_can_replay_are_probed() -> None:
+    """The sim and scripted backends reproduce a trace from its seed; a real backend is
+    replayed only when asked (it loads the model) and then only if it honours seeds."""
+    from containmentbench.audit.study import StudyReplay
+
+    data = load_study(["study=smoke"])
+    pol = load_audit_policy()
+    plain, real = StudyReplay(data, pol.sinks), StudyReplay(data, pol.sinks, replay_real=True)
+    assert plain.replayable("sim") and plain.replayable("scripted")
+    assert not plain.replayable("vllm") and not plain.replayable("openai")
+    assert real.replayable("vllm")
+    row = {"backend": "openai", "suite": "smoke", "scenario_id": "x", "scenario_hash": "y",
+           "rollout_id": "r", "defense": "none", "seed": 1, "agent_profile": None,
+           "model": "m"}
+    assert plain(row) is None  # not probed, never "no cause"
+
+
+def test_a_trace_without_the_fields_the_graph_needs_is_refused(tmp_path: Path,
+                                                               capsys) -> None:
+    import pyarrow as pa
+
+    out = tmp_path / "traces" / "m" / "none" / "seed=1" / "security" / "shard-000"
+    assert main(["rollout", "--suite", "smoke", "--stage", "security", "--defense", "none",
+                 "--seed", "1", "--study", "t", "--out", str(out), "--quiet"]) == 0
+    path = out / "events.parquet"
+    t = pq.read_table(path)
+    cut = t.drop_columns(["action_semantic"])
+    pq.write_table(cut.replace_schema_metadata(t.schema.metadata), path)
+    sums = out / "SHA256SUMS"  # a shard written that way, not a damaged one
+    sums.write_text("".join(
+        f"{sha256_file(out / line.split()[1])}  {line.split()[1]}\n"
+        for line in sums.read_text().splitlines()))
+    capsys.readouterr()
+    assert main(["audit", "run", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "action_semantic" in err[0]
+    assert not (tmp_path / "audit").exists()  # nothing written
