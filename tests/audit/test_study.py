@@ -150,7 +150,6 @@ def test_only_backends_that_can_replay_are_probed() -> None:
 
 def test_a_trace_without_the_fields_the_graph_needs_is_refused(tmp_path: Path,
                                                                capsys) -> None:
-    import pyarrow as pa
 
     out = tmp_path / "traces" / "m" / "none" / "seed=1" / "security" / "shard-000"
     assert main(["rollout", "--suite", "smoke", "--stage", "security", "--defense", "none",
