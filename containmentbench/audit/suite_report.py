@@ -190,7 +190,8 @@ def score_study(per: Sequence[tuple[Any, ...]], suite: tuple[Path, dict[str, Any
          "system's figures, not tuned to the paper's.",
          _frame(paper_rows(ov[0], ev, cost_ms), ("measured", "paper"))),
         ("taintbench_votes", "Every scenario's runs, votes and verdicts.",
-         pl.DataFrame(v).drop([]) if v else pl.DataFrame()),
+         pl.DataFrame(v, schema_overrides={"nt_tier": pl.String}, infer_schema_length=None)
+         if v else pl.DataFrame()),
     ]
     for name, cap, frame in tables:
         paths += write(Table(name, cap + note, frame), out)
