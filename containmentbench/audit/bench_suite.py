@@ -40,15 +40,17 @@ EVIDENCE = ("canary", "string", "semantic", "fragment", "counterfactual")
 
 
 def flags(sinks: Sequence[SinkAudit], tb: dict[str, Any], th: Thresholds,
-          tiers: frozenset[str] = ALL_TIERS) -> tuple[bool, bool, str | None]:
-    """(NeuroTaint flags, FIDES flags, the tier that decided) for one run."""
-    nt, fides, tier = False, False, None
+          tiers: frozenset[str] = ALL_TIERS) -> tuple[bool, bool, bool, str | None]:
+    """(NeuroTaint flags, FIDES flags, FIDES's P-T without declassification flags, the tier
+    that decided) for one run."""
+    nt, fides, pt, tier = False, False, False, None
     order = {t: i for i, t in enumerate(TIERS)}
     for s in sinks:
         if s.tool != tb["sink_tool"] or s.session != tb["sink_session"]:
             continue
-        if tb["source_id"] in s.extra.get("fides_sources", ()) and s.fides:
-            fides = True
+        if tb["source_id"] in s.extra.get("fides_sources", ()):
+            pt = True
+            fides = fides or s.fides
         for p in s.pairs:
             if p.source_id != tb["source_id"]:
                 continue
@@ -56,7 +58,7 @@ def flags(sinks: Sequence[SinkAudit], tb: dict[str, Any], th: Thresholds,
             if t is not None:
                 nt = True
                 tier = t if tier is None or order[t] < order[tier] else tier
-    return nt, fides, tier
+    return nt, fides, pt, tier
 
 
 def votes(records: Sequence[dict[str, Any]], th: Thresholds,
@@ -71,10 +73,11 @@ def votes(records: Sequence[dict[str, Any]], th: Thresholds,
             "scenario_id": r["scenario_id"], "family": tb["family"],
             "subfamily": tb["subfamily"], "positive": tb["positive"],
             "evidence": tb["evidence"] or "negative", "nt_votes": 0, "fides_votes": 0,
-            "runs": 0, "tiers": []})
-        nt, fides, tier = flags(r["sinks"], tb, th, tiers)
+            "fides_pt_votes": 0, "runs": 0, "tiers": []})
+        nt, fides, pt, tier = flags(r["sinks"], tb, th, tiers)
         row["nt_votes"] += nt
         row["fides_votes"] += fides
+        row["fides_pt_votes"] += pt
         row["runs"] += 1
         if tier:
             row["tiers"].append(tier)
@@ -85,6 +88,7 @@ def votes(records: Sequence[dict[str, Any]], th: Thresholds,
         tiers_seen = Counter(row.pop("tiers"))
         row["neurotaint"] = row["nt_votes"] >= need
         row["fides"] = row["fides_votes"] >= need
+        row["fides_pt"] = row["fides_pt_votes"] >= need
         row["nt_tier"] = min(tiers_seen, key=lambda t: (-tiers_seen[t], order[t])) \
             if row["neurotaint"] else None
         out.append(row)

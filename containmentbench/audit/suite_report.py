@@ -36,7 +36,8 @@ from containmentbench.audit.score import EXPLICIT, TIERS
 from containmentbench.audit.tables import SIM_NOTE, score_rows
 from containmentbench.integrity import writer
 
-_COLS = ("neurotaint_p", "neurotaint_r", "neurotaint_f1", "fides_p", "fides_r", "fides_f1")
+_COLS = ("neurotaint_p", "neurotaint_r", "neurotaint_f1", "fides_p", "fides_r", "fides_f1",
+         "fides_pt_p", "fides_pt_r", "fides_pt_f1")
 # paper 001 figures (reference values beside ours, never inputs to any computation)
 PAPER_OVERALL = {"neurotaint": (0.921, 0.935, 0.928), "fides": (0.505, 0.540, 0.522)}
 PAPER_TABLE5 = {"canary": (15, 1.000, 0.600), "string": (45, 1.000, 0.800),
@@ -119,11 +120,11 @@ def flow_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def paper_rows(ov: dict[str, Any], ev: Sequence[dict[str, Any]], cost_ms: float | None
                ) -> list[dict[str, Any]]:
     out = []
-    for det in ("neurotaint", "fides"):
-        for i, m in enumerate(("precision", "recall", "f1")):
+    for det, paper in (("neurotaint", "neurotaint"), ("fides", "fides"),
+                       ("fides_pt", "fides")):
+        for i, (m, key) in enumerate((("precision", "p"), ("recall", "r"), ("f1", "f1"))):
             out.append({"row": f"Table 3 TaintBench {det} {m}",
-                        "measured": ov[f"{det}_{m[0] if m != 'f1' else 'f1'}"],
-                        "paper": PAPER_OVERALL[det][i]})
+                        "measured": ov[f"{det}_{key}"], "paper": PAPER_OVERALL[paper][i]})
     for r in ev:
         out.append({"row": f"Table 5 {r['evidence']} recall (neurotaint)",
                     "measured": r["neurotaint_r"], "paper": r["paper_neurotaint_r"]})
@@ -159,8 +160,10 @@ def score_study(per: Sequence[tuple[Any, ...]], suite: tuple[Path, dict[str, Any
     paths: list[Path] = []
     tables = [
         ("taintbench_overall", "Propagation detection on the labelled suite: P/R/F1 of the "
-         "provenance audit (NeuroTaint) and the FIDES-style IFC baseline (paper 001 Table 3; "
-         "paper: NeuroTaint 0.921/0.935/0.928, FIDES 0.505/0.540/0.522).", _frame(ov)),
+         "provenance audit (NeuroTaint), the FIDES-style IFC baseline, and that baseline's P-T "
+         "check without its declassification rule (fides_pt: a source-to-sink path is "
+         "propagation) (paper 001 Table 3; paper: NeuroTaint 0.921/0.935/0.928, FIDES "
+         "0.505/0.540/0.522).", _frame(ov)),
         ("taintbench_family", "Per-family confusion counts and P/R/F1 (families of paper 001 "
          "Table 9).", _frame(score_rows(v, "family"))),
         ("taintbench_subfamily", "Per-subfamily confusion counts and P/R/F1 (the thirteen "

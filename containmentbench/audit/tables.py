@@ -93,8 +93,9 @@ def prf(tp: int, fp: int, fn: int) -> tuple[float | None, float | None, float | 
 
 def score_rows(labels: Sequence[Mapping[str, Any]], key: str | None
                ) -> list[dict[str, Any]]:
-    """Confusion counts and P/R/F1 per group of ``key`` (None: overall) for both detectors.
-    ``labels`` rows: family, tier, positive, neurotaint, fides."""
+    """Confusion counts and P/R/F1 per group of ``key`` (None: overall) for each detector.
+    ``labels`` rows: family, tier, positive, neurotaint, fides and (optional) fides_pt (the
+    FIDES-style P-T check without its declassification rule)."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in labels:
         groups["overall" if key is None else str(r[key])].append(r)
@@ -103,7 +104,9 @@ def score_rows(labels: Sequence[Mapping[str, Any]], key: str | None
         rows = groups[g]
         rec: dict[str, Any] = {"group": g, "scenarios": len(rows),
                                "positives": sum(r["positive"] for r in rows)}
-        for det in ("neurotaint", "fides"):
+        for det in ("neurotaint", "fides", "fides_pt"):
+            if det not in rows[0]:
+                continue
             tp = sum(r["positive"] and r[det] for r in rows)
             fp = sum((not r["positive"]) and r[det] for r in rows)
             fn = sum(r["positive"] and not r[det] for r in rows)
