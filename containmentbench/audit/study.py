@@ -51,7 +51,7 @@ from containmentbench.audit.study_io import (
     check_audit_out,
     sink_record,
     trace_shards,
-    write_parquet,
+    put_parquet,
 )
 from containmentbench.audit.tables import gap_rows, gap_table, overhead_table
 from containmentbench.errors import BenchError
@@ -255,9 +255,9 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     roll_rows = gap_rows(rows, sink_rows, replays)
     simulated = any(r["backend"] == "sim" for r in rows)
     writer.ensure_dir(out_dir, KIND)
-    write_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
-    write_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
-    write_parquet(out_dir / "dcpg.parquet",
+    put_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
+    put_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
+    put_parquet(out_dir / "dcpg.parquet",
                   [{"rollout_id": r["rollout_id"], "graph": json.dumps(g, sort_keys=True)}
                    for r, _, _, g, _ in per], DCPG)
     written = gap_table(roll_rows, sink_rows, out_dir / "tables", simulated)

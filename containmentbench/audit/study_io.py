@@ -67,6 +67,6 @@ def check_audit_out(run_dir: str | Path, out: str | Path | None, force: bool = F
     return out_dir
 
 
-def write_parquet(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+def put_parquet(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
     t = pa.Table.from_pylist(rows, schema=schema)
     writer.write_bytes(path, writer.parquet_bytes(t, compression="zstd"), kind=KIND)

@@ -38,11 +38,11 @@ def gap_rows(rollouts: Sequence[Mapping[str, Any]], sinks: Sequence[Mapping[str,
                                               for s in ss),
                     "logged_not_audited": sum(s["logged_node"] and not s["audited"]
                                               for s in ss),
-                    "not_probed": sum(s["causal"] == "not_probed" for s in ss),
-                    "probed_no_cause": sum(s["causal"] == "probed_no_cause" for s in ss),
-                    "no_lineage": sum(s["causal"] == "no_lineage" for s in ss),
+                    "not_probed": sum(s.get("causal") == "not_probed" for s in ss),
+                    "probed_no_cause": sum(s.get("causal") == "probed_no_cause" for s in ss),
+                    "no_lineage": sum(s.get("causal") == "no_lineage" for s in ss),
                     "fides": sum(s["fides"] for s in ss),
-                    "fides_conf": sum(s["fides_conf"] for s in ss),
+                    "fides_conf": sum(bool(s.get("fides_conf")) for s in ss),
                     "replays": int(replays.get(r["rollout_id"], 0))})
     return out
 

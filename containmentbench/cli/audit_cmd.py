@@ -35,10 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--canary", action="store_true",
                    help="Tier 1 live: replay every replayable rollout once more with the "
                         "canary appended to each untrusted source (paper 001 §4.2)")
-    r.add_argument("--replay-real", action="store_true",
-                   help="also replay rollouts of a real backend with per-request seeds "
-                        "(loads the model; a replay that does not reproduce the trace gives "
-                        "'not probed')")
+    r.add_argument("--replay", choices=("auto", "real", "off"), default="auto",
+                   help="counterfactual replays: auto (backends that reproduce a trace "
+                        "without a model: sim, scripted), real (also a real backend with "
+                        "per-request seeds; loads the model; a replay that does not "
+                        "reproduce the trace gives 'not probed'), off (= --no-replay)")
     r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
     r.add_argument("--force", action="store_true",
                    help="redo the audit of a frozen study (old bytes kept under .replaced-N/)")
@@ -112,8 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                  options=parse_options(args.judge_option))))
     with writer.forcing(args.force):
         info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
-                           replay=not args.no_replay, out=args.out, judge=judge,
-                           replay_real=args.replay_real, canary=args.canary)
+                           replay=not args.no_replay and args.replay != "off", out=args.out,
+                           judge=judge, replay_real=args.replay == "real", canary=args.canary)
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0

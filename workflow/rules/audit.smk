@@ -14,7 +14,7 @@ rule audit:
     params:
         run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
         plan=S.plan_digest,  # every shard of the study's plan is audited
-        replay_real="--replay-real" if S.suite == "taintbench" else "",
+        replay="real" if S.suite == "taintbench" else "auto",
     # one core: the audit runs beside metrics, reparse and cases rather than holding both
     # cores of a laptop run; its tables are identical at 1 and 2 BLAS threads (checked on
     # full_main)
@@ -24,5 +24,5 @@ rule audit:
     resources:
         **S.cpu_rule_resources(mem_mb=6000),
     shell:
-        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} --force {params.replay_real} "
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} --force --replay {params.replay:q} "
         "> {log:q} 2>&1"
