@@ -49,9 +49,9 @@ from containmentbench.audit.study_io import (
     ROLLOUTS,
     SINKS,
     check_audit_out,
+    put_parquet,
     sink_record,
     trace_shards,
-    put_parquet,
 )
 from containmentbench.audit.tables import gap_rows, gap_table, overhead_table
 from containmentbench.errors import BenchError
