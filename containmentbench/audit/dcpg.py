@@ -207,6 +207,7 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
     trusted: dict[str, list[str]] = {}  # instance -> observed texts without source lineage
     confidential: set[str] = set()      # instances that observed a confidential item
     sens: dict[tuple[str | None, str | None], str | None] = {}  # proposal -> sensitivity
+    called: dict[tuple[str | None, str | None], str] = {}  # proposal -> its arguments
     carry = carrier or Carrier()
     for ev in sorted(events, key=lambda e: e["seq"]):
         seq, kind, inst = ev["seq"], ev["kind"], ev.get("agent_instance")
@@ -233,6 +234,7 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
         tool = ev.get("tool")
         if kind == "proposal":
             sens[(inst, ev.get("call_id"))] = ev.get("sensitivity_label")
+            called[(inst, ev.get("call_id"))] = ev.get("args") or ""
             continue
         if kind == "user_goal" and inst is not None:
             trusted.setdefault(inst, []).append(norm(ev.get("text") or ""))
@@ -281,7 +283,7 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
                 confidential.add(observer)
             if lin.paths and (tool in sources or kind != "tool_result" or
                               any(len(p) > 2 for p in lin.paths.values())):
-                g.node(ev, lin)
+                g.node(ev, lin, _parse_args(called.get((observer, ev.get("call_id")), "")))
             continue
         if kind != "commit" or inst is None:
             continue

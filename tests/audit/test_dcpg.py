@@ -50,20 +50,25 @@ def test_lineage_comes_from_what_the_agent_saw_not_from_labels() -> None:
                  text=payload(title="Partner notes")),
               ev(3, "commit", tool="post_status_note", labels=["taint:src-x"],
                  args=payload(channel="team", text="hello")),
-              ev(4, "tool_result", tool="read_document", text=payload(body=PAGE)),
-              ev(5, "commit", tool="post_status_note", args=payload(channel="team", text="x")),
-              ev(6, "commit", tool="send_email", inst="b#1.2", args=payload(to="t", body="y"))]
+              ev(4, "proposal", tool="read_document", call_id="c9",
+                 args=payload(doc_id="doc-3")),
+              ev(5, "tool_result", tool="read_document", call_id="c9",
+                 text=payload(body=PAGE)),
+              ev(6, "commit", tool="post_status_note", args=payload(channel="team", text="x")),
+              ev(7, "commit", tool="send_email", inst="b#1.2", args=payload(to="t", body="y"))]
     g = _build(events)
     first, second, other = g.sinks
     assert first.lineage.paths == {}                          # logged, but nothing seen
-    assert second.lineage.paths == {"src-x": (0, 4, 5)}       # source -> exposure -> sink
+    assert second.lineage.paths == {"src-x": (0, 5, 6)}       # source -> exposure -> sink
     assert second.lineage.vias["src-x"] == frozenset({"direct", "item"})
     assert other.lineage.paths == {}                          # another agent never saw it
-    node = next(n for n in g.nodes if n["seq"] == 5)
+    node = next(n for n in g.nodes if n["seq"] == 6)
     assert node["args"] == {"channel": "team", "text": "x"}   # nodes carry arguments
     assert node["taint"] == [{"id": "src-x", "t_src": 0, "sigma": 1.0}]
-    assert (4, 5, "src-x", "sink", 1.0) in g.edges            # edges carry tier and sigma
-    assert (0, 4, "src-x", "content", 1.0) in g.edges
+    read = next(n for n in g.nodes if n["seq"] == 5)          # ... a read, its call's
+    assert read["tool"] == "read_document" and read["args"] == {"doc_id": "doc-3"}
+    assert (5, 6, "src-x", "sink", 1.0) in g.edges            # edges carry tier and sigma
+    assert (0, 5, "src-x", "content", 1.0) in g.edges
 
 
 def test_a_copied_sentence_carries_the_source_but_is_no_item() -> None:
