@@ -1,19 +1,16 @@
-"""Provenance-audit cost per execution unit (one rollout), on CPU (issue 14, "Speed").
+"""Provenance-audit cost per execution unit (one rollout), on CPU (issue 24, target 25 ms).
 
-Paper 001 §5.5 reports 0.25 s of audit per execution unit; the target here is at most 25 ms
-with batched embeddings. Measured side by side in one run, on rollouts of the labelled suite
-(sim agent, every pair scored by all four tiers: the worst case, no early stop):
+Paper 001 §5.5 reports 0.25 s of audit per execution unit. Measured side by side in one run,
+on one study run directory (default: a fresh roll-out of the smoke study, or ``--run-dir``
+such as ``results/full_main/sim-default``), wall clock and CPU time of this process:
 
-1. DCPG + Tiers 1-2 (no model);
-2. Tiers 3-4 with batched MiniLM embeddings (batch 64, fresh cache) and, on the same texts,
-   one text per forward pass (batch 1, fresh cache): the batching ratio;
-3. the audit of a real study run directory (early stop: only pairs without Tier 1-2 evidence
-   are embedded), when ``--run-dir`` is given;
-4. counterfactual replays, counted separately (per replay and per unit).
+1. the study audit as the pipeline runs it (``audit run``: DCPG, Tiers 1-2, Tiers 3-4 only
+   where Tiers 1-2 decide nothing, counterfactual replays), the MiniLM load apart;
+2. the worst case: every (sink, source) pair scored by all four tiers with a cold cache (a
+   fresh embedder, the lexical caches cleared), replays apart;
+3. batching: the same texts one per forward pass (the batched pass's speed-up).
 
-Model loading is reported apart (once per process).
-
-    python bench/audit_speed.py [--every 4] [--run-dir results/smoke]
+    python bench/audit_speed.py [--run-dir results/full_main/sim-default]
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import argparse
 import io
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,91 +31,97 @@ PAPER_S = 0.25
 TARGET_S = 0.025
 
 
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(t: tuple[float, float]) -> tuple[float, float]:
+    w, c = _clock()
+    return w - t[0], c - t[1]
+
+
+def smoke_run(root: Path) -> Path:
+    from containmentbench.cli.main import main
+    from containmentbench.config.compose import load_study, save_resolved
+
+    save_resolved(load_study(["study=smoke"]), root / "config.yaml")
+    for stage in ("security", "memory_recovery", "active_tainted", "clean"):
+        for defense in ("none", "tool_boundary"):
+            out = root / "traces" / "sim-default" / defense / "seed=1" / stage / "shard-000"
+            main(["rollout", "--suite", "smoke", "--stage", stage, "--defense", defense,
+                  "--seed", "1", "--study", "smoke", "--out", str(out), "--quiet"])
+    return root
+
+
+def clear_caches() -> None:
+    from containmentbench.audit import carry, dcpg, evidence
+
+    for f in (evidence.norm, evidence.words, evidence.lcs_ratio,
+              evidence.longest_common_fragment, carry.observed_text, carry.written_values,
+              carry.fingerprint, dcpg._parse_args):
+        f.cache_clear()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--every", type=int, default=4, help="every n-th suite scenario")
     ap.add_argument("--run-dir", type=Path, default=None)
     args = ap.parse_args()
 
-    from containmentbench.audit.auditor import collect, embed, original_calls, probe_sinks
+    from containmentbench.audit.auditor import collect, embed
     from containmentbench.audit.embed import Embedder
     from containmentbench.audit.policy import load_audit_policy
-    from containmentbench.audit.replay import Replayer
-    from containmentbench.models.base import BackendConfig, make_backend
-    from containmentbench.policies import load_policy
-    from containmentbench.runtime.driver import ShardContext, run_episodes
-    from containmentbench.runtime.episode import RolloutSpec, RuntimeConfig
-    from containmentbench.scenarios.manifest import load_suite
+    from containmentbench.audit.study import audit_study, shard_rollouts, trace_shards
 
     pol = load_audit_policy()
-    scen = load_suite(ROOT / "scenarios" / "taintbench")[:: args.every]
-    cfg, defense, prof = RuntimeConfig(), load_policy("none"), "always_follow"
-    backend = make_backend(BackendConfig(name="sim", model="sim", options={"profile": prof}))
-    eps, _, _ = run_episodes(scen, defense, backend,
-                             ShardContext("bench", "sim", "sim", "none", 0, prof), cfg)
-    eps = [e for e in eps if e is not None]
-    n = len(eps)
-    print(f"{n} rollouts of the labelled suite (sim agent, harness validation)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = args.run_dir or smoke_run(Path(tmp) / "run")
+        # 1. the study audit (pipeline settings), model load apart
+        emb = Embedder()
+        log = io.StringIO()
+        t = _clock()
+        info = audit_study(run, pol, emb, out=Path(tmp) / "audit", log=log)
+        wall, cpu = _since(t)
+        n = max(info["rollouts"], 1)
+        wall -= emb.load_s
+        import polars as pl
 
-    t = time.perf_counter()
-    per = []
-    for ep in eps:
-        events = [dict(e, labels=sorted(lab)) for e, lab in zip(ep.rec.events, ep.rec.labels)]
-        edges = [{"src": a, "dst": b, "kind": k} for a, b, k, _ in ep.rec.edges]
-        row = {"rollout_id": ep.spec.rollout_id}
-        per.append((ep, events, collect(row, events, edges, pol)[1]))
-    t_cheap = time.perf_counter() - t
-
-    t = time.perf_counter()
-    emb = Embedder(batch_size=64)
-    emb._load()
-    t_load = time.perf_counter() - t
-    sinks = [s for _, _, ss in per for s in ss]
-    t = time.perf_counter()
-    embed(sinks, emb, pol, everything=True)
-    t_batched = time.perf_counter() - t
-    texts = emb.encoded
-
-    one = Embedder(batch_size=1)
-    one.model, one.tok, one.torch = emb.model, emb.tok, emb.torch
-    t = time.perf_counter()
-    embed(sinks, one, pol, everything=True)
-    t_single = time.perf_counter() - t
-
-    t = time.perf_counter()
-    replays = 0
-    for ep, events, ss in per:
-        rep = Replayer(ep.s, defense, RolloutSpec(ep.spec.rollout_id, "bench", "sim", "sim",
-                                                 "none", 0, prof), cfg, backend, pol.sinks)
-        probe_sinks(ss, rep, original_calls(events, pol.sinks), pol.thresholds, True)
-        replays += rep.replays
-    t_replay = time.perf_counter() - t
-
-    unit = (t_cheap + t_batched) / n
-    print(f"model load (once per process): {t_load:.1f} s")
-    print(f"DCPG + tiers 1-2:            {1000 * t_cheap / n:7.2f} ms/unit")
-    print(f"tiers 3-4 batched (64):      {1000 * t_batched / n:7.2f} ms/unit "
-          f"({texts} texts, {1000 * t_batched / max(texts, 1):.1f} ms/text)")
-    print(f"tiers 3-4 one text per pass: {1000 * t_single / n:7.2f} ms/unit  "
-          f"-> batching speed-up x{t_single / max(t_batched, 1e-9):.2f}")
-    print(f"audit per unit (worst case): {1000 * unit:7.2f} ms  vs paper {1000 * PAPER_S:.0f} "
-          f"ms: x{PAPER_S / unit:.1f} faster; target {1000 * TARGET_S:.0f} ms: "
-          f"{'met' if unit <= TARGET_S else 'NOT met'} (ratio {unit / TARGET_S:.2f})")
-    print(f"replays (separate):          {replays} replays, {replays / n:.2f}/unit, "
-          f"{1000 * t_replay / max(replays, 1):.2f} ms/replay, {1000 * t_replay / n:.2f} "
-          "ms/unit")
-    if args.run_dir:
-        import tempfile
-
-        from containmentbench.audit.study import audit_study
-        with tempfile.TemporaryDirectory() as out:
-            log = io.StringIO()
-            t = time.perf_counter()
-            info = audit_study(args.run_dir, pol, emb, replay=True, out=out, log=log)
-            dt = time.perf_counter() - t
-        print(f"study audit {args.run_dir}: {info['rollouts']} rollouts, "
-              f"{1000 * dt / max(info['rollouts'], 1):.2f} ms/unit incl. {info['replays']} "
-              f"replays (warm embedding cache); {log.getvalue().strip()}")
+        parts = pl.read_parquet(Path(tmp) / "audit" / "tables" / "audit_overhead.parquet")
+        causal_ms = float(parts.filter(pl.col("part").str.starts_with("Causal"))
+                          ["ms_per_unit"][0])
+        print(f"study audit of {run}: {info['rollouts']} units, {info['sinks']} sinks, "
+              f"{info['replays']} replays (simulated agent: harness validation)")
+        print(f"  MiniLM load (once per process): {emb.load_s:.1f} s")
+        print(f"  study audit per unit:  {1000 * wall / n:7.2f} ms wall, {1000 * cpu / n:7.2f} "
+              f"ms CPU (incl. load)  -> target {1000 * TARGET_S:.0f} ms: ratio "
+              f"{wall / n / TARGET_S:.2f} ({'met' if wall / n <= TARGET_S else 'NOT met'}); "
+              f"paper {1000 * PAPER_S:.0f} ms: x{PAPER_S / max(wall / n, 1e-9):.1f} faster")
+        print("  " + log.getvalue().strip().splitlines()[-1])
+        # 2. worst case: all four tiers on every pair, cold cache
+        clear_caches()
+        t = _clock()
+        sinks = [s for d in trace_shards(run) for row, evs in shard_rollouts(d)
+                 for s in collect(row, evs, pol)[1]]
+        w12, c12 = _since(t)
+        cold = Embedder()
+        cold._load()
+        t = _clock()
+        pairs = embed(sinks, cold, pol, everything=True)
+        w34, c34 = _since(t)
+        worst = (w12 + w34) / n + causal_ms / 1000
+        print(f"  worst case per unit:   {1000 * worst:7.2f} ms wall (DCPG + tiers 1-2 "
+              f"{1000 * w12 / n:.2f} ms, tiers 3-4 on all {pairs} pairs {1000 * w34 / n:.2f} ms "
+              f"for {cold.encoded} texts, {1000 * (c12 + c34) / n:.2f} ms CPU; the study's "
+              f"replays {causal_ms:.2f} ms) -> x{worst / max(wall / n, 1e-9):.2f} the study "
+              f"audit; target ratio {worst / TARGET_S:.2f}; paper 250 ms: x"
+              f"{PAPER_S / max(worst, 1e-9):.1f} faster")
+        # 3. batching: one text per forward pass on the same texts
+        one = Embedder(batch_size=1)
+        one.model, one.tok, one.torch = cold.model, cold.tok, cold.torch
+        t = _clock()
+        embed(sinks, one, pol, everything=True)
+        w1, _ = _since(t)
+        print(f"  tiers 3-4 one text per pass: {1000 * w1 / n:7.2f} ms/unit -> batching "
+              f"speed-up x{w1 / max(w34, 1e-9):.2f}")
 
 
 if __name__ == "__main__":

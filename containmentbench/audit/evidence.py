@@ -1,68 +1,126 @@
 """Sink-time explicit evidence: the four tiers of the Hybrid Semantic Tracker (paper 001 §4.2).
 
-* Tier 1, canary: a token ``NT-xxxx-xxxx`` appended to a source result at source time
-  (:func:`canary_for`); its verbatim presence in a sink argument scores 1.0 (eq. sigma_1).
-* Tier 2, normalised LCS: |LCS(src, sink)| / min(|src|, |sink|) (eq. sigma_2) over word
-  tokens without stop words (characters would make almost any short argument a subsequence
-  of a long page), computed with rapidfuzz's LCSseq.
-* Tier 3, embedding cosine of all-MiniLM-L6-v2 sentence embeddings (eq. sigma_3).
-* Tier 4, multi-fragment coverage: the source is cut into k-sentence chunks; the best chunk
-  cosine is the score, and coverage is the share of the sink argument's tokens found in the
-  chunks whose cosine reaches the semantic threshold.
+* Tier 1, canary: a token ``NT-xxxx-xxxx`` appended to a source's returned content at source
+  time (:func:`with_canary`, the auditor's instrumentation); its verbatim presence in a sink
+  argument scores 1.0 (eq. sigma_1).
+* Tier 2, normalised LCS: |LCS(src, sink)| / min(|src|, |sink|) (eq. sigma_2, the paper's own
+  normalisation). The paper names the measure and its normalisation but not the unit; its
+  description fixes it: Tier 2 "detects ... cases where the LLM copies a fragment of the
+  source payload into the sink (e.g., a quoted email address or a credential string) while
+  discarding surrounding text", and it "breaks when the LLM completely rewrites the payload".
+  So the common part is one contiguous *fragment* (a subsequence would survive a rewrite: a
+  long page contains almost any short argument as a subsequence), made of whole words (a
+  fragment of a word, "ate" of "update", is not a copied fragment), and its length is counted
+  in characters (a quoted address is one word but a long one: counted in words it would weigh
+  1/|sink words| and stay under theta_str = 0.15 in any sink of seven words). Texts are
+  lower-cased, words are maximal runs of letters, digits and the punctuation inside
+  identifiers (``it-desk@x.local``, ``$61,765`` -> ``61,765``); nothing else is removed (no
+  stop-word list: the paper gives none).
+* Tier 3, embedding cosine of all-MiniLM-L6-v2 sentence embeddings of the whole source and
+  each sink argument (eq. sigma_3), the paper's units.
+* Tier 4, multi-fragment coverage: the source is partitioned into k-sentence chunks, the
+  score is the best chunk cosine against the sink argument, and a detection needs a chunk at
+  theta_sem with coverage >= theta_cov. The paper leaves "coverage" undefined; here it is the
+  share of the sink argument's word tokens found in the chunks that reach theta_sem (the part
+  of the sink the matched fragments explain), so fragments spread over a long page add up.
 
-Scores are pure functions of the texts; thresholds are applied later (:mod:`.decide`), so one
-scoring pass serves every threshold profile of the Figure 4 sweep.
+Scores are pure functions of the texts; thresholds are applied later (:mod:`.score`), so one
+scoring pass serves every threshold profile of the Figure 4 sweep and every ablation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-
-from rapidfuzz.distance import LCSseq
+from functools import lru_cache
 
 CANARY_RE = re.compile(r"\bNT-[0-9a-f]{4}-[0-9a-f]{4}\b")
+# the designated delimiter at which the canary is appended (paper 001 §4.2 Tier 1)
+CANARY_DELIMITER = " [ref "
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9@._%+-]*[a-z0-9]|[a-z0-9]")
 _SENT = re.compile(r"(?<=[.!?])\s+")
-_STOP_WORDS = """a an the and or but if of to in on at by for with from as is are was were be
-been being it its this that these those we you your our i he she they them his her their
-me my us do does did done will would should can could may might must have has had not no so
-than then there here please just also all any some each per via into about over up out"""
-STOP = frozenset(_STOP_WORDS.split())
+_WS = re.compile(r"\s+")
 
 
 def canary_for(source_id: str) -> str:
-    """The Tier 1 token of one source (deterministic, so suites and audits agree)."""
+    """The Tier 1 token of one source (deterministic, so suites, replays and audits agree)."""
     h = hashlib.sha256(f"neurotaint-canary:{source_id}".encode()).hexdigest()
     return f"NT-{h[:4]}-{h[4:8]}"
+
+
+def with_canary(text: str, source_id: str) -> str:
+    """The source's content as NeuroTaint returns it: the canary appended at the delimiter
+    ("Because the canary is appended, it survives most LLM summarisation operations that
+    truncate the end of long documents")."""
+    token = canary_for(source_id)
+    if token in text:
+        return text
+    return f"{text}{CANARY_DELIMITER}{token}]"
 
 
 def canaries_in(text: str) -> set[str]:
     return set(CANARY_RE.findall(text))
 
 
-_IDENT = re.compile(r"[@\d]")
+@lru_cache(maxsize=65536)
+def norm(text: str) -> str:
+    """Lower case, whitespace collapsed: the unit of Tier 2 and of content carriage."""
+    return _WS.sub(" ", text.lower()).strip()
 
 
 def tokens(text: str) -> list[str]:
-    """Word tokens without stop words and without one-letter fragments ("year's" -> year)."""
-    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in STOP]
+    """Word tokens (identifiers such as addresses and amounts kept whole); used for Tier 4's
+    coverage only."""
+    return _TOKEN.findall(text.lower())
 
 
-def lcs_ratio(src_tokens: list[str], sink_tokens: list[str]) -> float:
-    """sigma_2 of paper 001 §4.2 on word tokens. A common subsequence of one ordinary word
-    (say "team" against a two-word subject) is not lexical provenance and scores 0; one shared
-    identifier (an address, a number, a date) is, and keeps its ratio."""
-    if not src_tokens or not sink_tokens:
+_WORD = re.compile(r"[a-z0-9](?:[a-z0-9@._%+,/:'-]*[a-z0-9])?")
+
+
+@lru_cache(maxsize=65536)
+def words(text: str) -> tuple[str, ...]:
+    return tuple(_WORD.findall(text.lower()))
+
+
+@lru_cache(maxsize=65536)
+def longest_common_fragment(src: tuple[str, ...], sink: tuple[str, ...]) -> int:
+    """Characters (words joined by single spaces) of the longest run of whole words that
+    occurs contiguously in both. For each start word of the shorter text the run is extended
+    while the longer one still contains it (a run found implies every shorter one); a start
+    that cannot beat the best run so far is skipped."""
+    if len(src) < len(sink):
+        src, sink = sink, src
+    hay = f" {' '.join(src)} "
+    joined = " ".join(sink)
+    starts, ends, pos = [], [], 0
+    for w in sink:
+        starts.append(pos)
+        ends.append(pos + len(w))
+        pos += len(w) + 1
+    m, best = len(sink), 0
+    for i in range(m):
+        if ends[-1] - starts[i] <= best:
+            break
+        k = i
+        while k < m and f" {joined[starts[i]:ends[k]]} " in hay:
+            k += 1
+        if k > i:
+            best = max(best, ends[k - 1] - starts[i])
+    return best
+
+
+@lru_cache(maxsize=65536)
+def lcs_ratio(src: str, sink: str) -> float:
+    """sigma_2 of paper 001 §4.2 (see the module docstring for the unit)."""
+    a, b = words(src), words(sink)
+    if not a or not b:
         return 0.0
-    n = LCSseq.similarity(src_tokens, sink_tokens)
-    if n == 1 and not any(_IDENT.search(t) for t in set(src_tokens) & set(sink_tokens)):
-        return 0.0
-    return n / min(len(src_tokens), len(sink_tokens))
+    return longest_common_fragment(a, b) / min(len(" ".join(a)), len(" ".join(b)))
 
 
 def chunks(text: str, k: int) -> list[str]:
-    """k-sentence chunks of a source (Tier 4)."""
+    """The source partitioned into k-sentence chunks (Tier 4); none for a source of at most k
+    sentences (Tier 3 already compares it whole)."""
     sents = [s for s in _SENT.split(text.strip()) if s]
     if len(sents) <= k:
         return []
@@ -70,7 +128,7 @@ def chunks(text: str, k: int) -> list[str]:
 
 
 def coverage(sink_tokens: list[str], matched_chunks: list[str]) -> float:
-    """Share of the sink argument's tokens that occur in the matched chunks."""
+    """Share of the sink argument's word tokens that occur in the matched chunks."""
     if not sink_tokens or not matched_chunks:
         return 0.0
     seen: set[str] = set()

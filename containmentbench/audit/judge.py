@@ -75,6 +75,7 @@ class Judge:
         self.max_tokens = max_tokens
         self.calls = 0
         self.unparsed = 0
+        self.tokens = 0  # prompt + completion tokens of every call (§5.5: 457 per query)
 
     def influenced(self, context_a: str, source_text: str, tool: str,
                    args: dict[str, Any]) -> tuple[bool, float] | None:
@@ -85,6 +86,7 @@ class Judge:
                                            context_a, source_text, tool, args)}])
         self.calls += 1
         comp = self.backend.generate([req])[0]
+        self.tokens += int(comp.prompt_tokens or 0) + int(comp.completion_tokens or 0)
         if comp.error is not None:
             raise BenchError(f"causal judge call failed: {comp.error}", field="judge")
         verdict = parse(comp.text)

@@ -1,8 +1,11 @@
 """The audit policy: sources, memory tools, sinks and thresholds (paper 001 §4.4, §5.1).
 
 A YAML file of the shape of ``default_policy.yaml``. Every key is checked: an unknown key, a
-missing threshold, a threshold outside [0, 1], a tool the sandbox does not have, or a tool that
-is both a source and a sink is a one-line error naming the field (exit 2 at the CLI).
+missing threshold, a threshold outside [0, 1], an unknown tier, a tool the sandbox does not
+have, or a tool that is both a source and a sink is a one-line error naming the field (exit 2
+at the CLI). ``tiers`` (optional, default all) names the analyzers the verdict uses: the
+cascade's canary, string, semantic and fragment tiers and the causal analyzer's
+counterfactual replay and judge (an ablation as a policy).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from containmentbench.sandbox.tools import TOOLS
 
 THRESHOLDS = ("string", "implicit_string", "semantic", "semantic_retrieved", "coverage",
               "safe_control")
-_KEYS = {"sources", "memory", "sinks", "safe_control", "thresholds", "chunk_sentences"}
+_KEYS = {"sources", "memory", "sinks", "safe_control", "thresholds", "chunk_sentences",
+         "tiers"}
+TIER_NAMES = ("canary", "string", "semantic", "fragment", "counterfactual", "judge")
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,11 @@ class AuditPolicy:
     thresholds: Thresholds
     chunk_sentences: int
     file: str
+    tiers: frozenset[str] = frozenset(TIER_NAMES)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sources": sorted(self.sources),
+        return {"sources": sorted(self.sources), "tiers": [t for t in TIER_NAMES
+                                                           if t in self.tiers],
                 "memory": {"write": sorted(self.memory_write), "read": sorted(self.memory_read)},
                 "sinks": sorted(self.sinks), "safe_control": sorted(self.safe_control),
                 "thresholds": self.thresholds.to_dict(),
@@ -109,6 +116,13 @@ def policy_from_mapping(m: Any, src: str) -> AuditPolicy:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BenchError(f"must be a positive integer, got {k!r}", file=src,
                          field="chunk_sentences")
+    tiers = m.get("tiers", list(TIER_NAMES))
+    if not isinstance(tiers, list) or not tiers:
+        raise BenchError("must be a non-empty list of tier names", file=src, field="tiers")
+    for i, t in enumerate(tiers):
+        if t not in TIER_NAMES:
+            raise BenchError(f"unknown tier '{t}' (known: {', '.join(TIER_NAMES)})", file=src,
+                             field=f"tiers[{i}]")
     pol = AuditPolicy(
         sources=_tools(m["sources"], "sources", src),
         memory_write=_tools(mem.get("write", []), "memory.write", src),
@@ -116,7 +130,7 @@ def policy_from_mapping(m: Any, src: str) -> AuditPolicy:
         sinks=_tools(m["sinks"], "sinks", src),
         safe_control=_tools(m.get("safe_control", []), "safe_control", src),
         thresholds=Thresholds(**{n: float(th_raw[n]) for n in THRESHOLDS}),
-        chunk_sentences=k, file=src)
+        chunk_sentences=k, file=src, tiers=frozenset(tiers))
     both = sorted(pol.sources & pol.sinks)
     if both:
         raise BenchError(f"tool '{both[0]}' is both a source and a sink", file=src,

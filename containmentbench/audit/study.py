@@ -1,12 +1,21 @@
 """``containmentbench audit run <run dir>``: the audit of every trace of a study run.
 
 Reads the shards (never writes them), audits every sink, and writes new files under
-``<run dir>/audit/``: ``sinks.parquet`` (one row per sink: flow class, tier, confidence,
-sources, provenance path, logged taint, FIDES verdict), ``rollouts.parquet`` (the per-rollout
-logged-vs-audited gap), ``dcpg.parquet`` (each rollout's graph and persisted registry as
-JSON), ``summary.json`` and ``tables/audit_gap.*`` (the gap per stage and defense). ``freeze``
-hashes them into the manifest. Counterfactual replays need a backend that reproduces a trace
-from its seed (``sim``); for other backends the implicit analysis is reported as not run.
+``<run dir>/audit/``: ``sinks.parquet`` (one row per sink: flow class, deciding tier,
+confidence, sources, provenance path, causal state, logged taint, FIDES verdicts),
+``rollouts.parquet`` (the per-rollout logged-vs-audited gap), ``dcpg.parquet`` (each rollout's
+graph and persisted registry as JSON, nodes with arguments, edges with tier and confidence),
+``summary.json``, ``tables/audit_gap.*`` and ``tables/audit_overhead.*`` (§5.5). When the
+run's suite is a labelled one (``LABELS.json``), every pair is scored by every tier and
+probed, and the suite's scores go to ``tables/taintbench_*`` (:mod:`.suite_report`).
+``freeze`` hashes all of it; ``reproduce`` rebuilds it and compares bytes (the overhead
+table's wall-clock columns aside).
+
+Counterfactual replays need a backend that reproduces a trace from its seed: the simulated
+agent always; a real backend with per-request seeds (vLLM's seeded sampling) with
+``replay_real`` (it loads the model). Every replay is checked first (a baseline replay must
+reproduce the trace's sink calls): a sink that cannot be replayed is "not probed", never "no
+cause".
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from containmentbench.audit.adapter import adapter_name, adapter_policy
 from containmentbench.audit.auditor import (
     SinkAudit,
+    annotate,
     collect,
     embed,
     judge_sinks,
@@ -28,39 +39,80 @@ from containmentbench.audit.auditor import (
     probe_sinks,
     verdict,
 )
+from containmentbench.audit.dcpg import check_events
+from containmentbench.audit.embed import MODEL_PACKAGE, package_version
 from containmentbench.audit.policy import AuditPolicy
 from containmentbench.audit.replay import Replayer
-from containmentbench.audit.tables import gap_rows, gap_table
+from containmentbench.audit.study_io import (
+    AUDIT_FILES,
+    DCPG,
+    KIND,
+    ROLLOUTS,
+    SINKS,
+    check_audit_out,
+    put_parquet,
+    sink_record,
+    trace_shards,
+)
+from containmentbench.audit.tables import gap_rows, gap_table, overhead_table
 from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
-from containmentbench.trace.io import by_rollout, read_table, shard_dirs
+from containmentbench.trace.io import by_rollout, read_table
+
+__all__ = ["AUDIT_FILES", "audit_study", "check_audit_out"]
 
 EV_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "call_id", "tool", "args",
-           "text", "labels", "tainted_fields", "resource_id", "resource_class"]
+           "text", "labels", "tainted_fields", "resource_id", "resource_class", "target",
+           "action_semantic", "sensitivity_label", "principal_scope"]
 RO_COLS = ["rollout_id", "suite", "scenario_id", "scenario_hash", "stage", "defense", "model",
            "backend", "agent_profile", "seed", "status"]
+WALL_CLOCK_SUFFIXES = ("csv", "md", "parquet", "tex")
+# event kinds the graph, the logged taint and the FIDES check read
+GRAPH_KINDS = pa.array(["source", "session_start", "user_goal", "proposal", "tool_result",
+                        "memory_read", "message", "commit"])
+REPLAYABLE = frozenset({"sim", "scripted"})   # reproduce a trace from its seed, no model load
 
 
 class StudyReplay:
-    """Builds a :class:`Replayer` for a rollout of a study run (sim backend only)."""
+    """Builds a :class:`Replayer` for a rollout of a study run."""
 
-    def __init__(self, config: dict[str, Any], sinks: frozenset[str]) -> None:
+    def __init__(self, config: dict[str, Any], sinks: frozenset[str],
+                 replay_real: bool = False) -> None:
         from containmentbench.runtime.job import runtime_config
 
         self.data = config
         self.sinks = sinks
+        self.replay_real = replay_real
         self.cfg = runtime_config(config)
         self._scen: dict[str, dict[str, Any]] = {}
         self._pol: dict[str, Any] = {}
         self._backends: dict[str, Any] = {}
 
-    def __call__(self, row: dict[str, Any]) -> Replayer | None:
+    def replayable(self, backend: str) -> bool:
+        return backend in REPLAYABLE or self.replay_real
+
+    def _backend(self, row: dict[str, Any]) -> Any:
         from containmentbench.models.base import BackendConfig, make_backend
+        from containmentbench.runtime.job import backend_config
+
+        key = f"{row['backend']}:{row['agent_profile'] or ''}"
+        if key not in self._backends:
+            if row["backend"] == "sim":
+                prof = row["agent_profile"] or "default"
+                b = make_backend(BackendConfig(
+                    name="sim", model=row["model"], max_tokens=self.cfg.max_tokens,
+                    temperature=self.cfg.temperature, options={"profile": prof}))
+            else:
+                b = make_backend(backend_config(self.data))
+            self._backends[key] = b if getattr(b, "seed_supported", False) else None
+        return self._backends[key]
+
+    def __call__(self, row: dict[str, Any]) -> Replayer | None:
         from containmentbench.policies import load_policy
         from containmentbench.runtime.episode import RolloutSpec
         from containmentbench.scenarios.manifest import load_suite
 
-        if row["backend"] != "sim":
+        if not self.replayable(row["backend"]):
             return None
         if row["suite"] not in self._scen:
             self._scen[row["suite"]] = {s.id: s for s in load_suite(row["suite"])}
@@ -68,158 +120,187 @@ class StudyReplay:
         if s is None or s.hash != row["scenario_hash"]:
             raise BenchError(f"scenario '{row['scenario_id']}' of rollout {row['rollout_id']} "
                              "is not the one the trace was made from", field="scenario_hash")
+        backend = self._backend(row)
+        if backend is None:
+            return None
         if row["defense"] not in self._pol:
             self._pol[row["defense"]] = load_policy(row["defense"], self.data["defenses"])
-        prof = row["agent_profile"] or "default"
-        if prof not in self._backends:
-            self._backends[prof] = make_backend(BackendConfig(
-                name="sim", model=row["model"], max_tokens=self.cfg.max_tokens,
-                temperature=self.cfg.temperature, options={"profile": prof}))
-        spec = RolloutSpec(row["rollout_id"], self.data["study"]["name"], row["model"], "sim",
-                           row["defense"], int(row["seed"]), row["agent_profile"])
-        return Replayer(s, self._pol[row["defense"]], spec, self.cfg, self._backends[prof],
-                        self.sinks)
+        spec = RolloutSpec(row["rollout_id"], self.data["study"]["name"], row["model"],
+                           row["backend"], row["defense"], int(row["seed"]),
+                           row["agent_profile"])
+        return Replayer(s, self._pol[row["defense"]], spec, self.cfg, backend, self.sinks)
 
 
-def trace_shards(run_dir: Path) -> list[Path]:
-    root = run_dir / "traces"
-    dirs = shard_dirs(root) if root.exists() else []
-    if not dirs:
-        raise BenchError("no trace shards (run rollout first)", file=str(root), field="traces")
-    return dirs
+def shard_rollouts(d: Path, everything: bool = False) -> list[tuple[dict[str, Any], list[dict]]]:
+    """``(rollout row, events)`` of every rollout of one shard: the events the graph reads
+    (model calls, decisions and the like only with ``everything``: the judge's history)."""
+    import pyarrow.compute as pc
 
-
-def shard_rollouts(d: Path) -> list[tuple[dict[str, Any], list[dict], list[dict]]]:
-    """``(rollout row, events, edges)`` of every rollout of one shard."""
     out = []
     ro = read_table(d / "rollouts.parquet", "rollouts", RO_COLS).to_pylist()
-    ev = by_rollout(read_table(d / "events.parquet", "events", EV_COLS))
-    ed = by_rollout(read_table(d / "edges.parquet", "edges"))
+    table = read_table(d / "events.parquet", "events", EV_COLS)
+    if not everything:
+        table = table.filter(pc.is_in(table["kind"], value_set=GRAPH_KINDS))
+    ev = by_rollout(table)
     for r in ro:
         evs = ev.get(r["rollout_id"])
         if not evs:
             raise BenchError(f"rollout {r['rollout_id']} has no events", file=str(d),
                              field="events")
-        if not any(e["kind"] in ("user_goal", "model_call") for e in evs):
-            raise BenchError(f"rollout {r['rollout_id']} has no user_goal or model_call "
-                             "events (not an agent trace)", file=str(d), field="events.kind")
-        out.append((r, evs, ed.get(r["rollout_id"], [])))
+        if not any(e["kind"] == "user_goal" for e in evs):
+            raise BenchError(f"rollout {r['rollout_id']} has no user_goal event (not an "
+                             "agent trace)", file=str(d), field="events.kind")
+        check_events(evs, str(d / "events.parquet"))
+        out.append((r, evs))
     return out
 
 
-def sink_record(s: SinkAudit, v: dict[str, Any]) -> dict[str, Any]:
-    r = s.row
-    return {"rollout_id": r["rollout_id"], "stage": r["stage"], "defense": r["defense"],
-            "model": r["model"], "backend": r["backend"], "seed": r["seed"], "seq": s.seq,
-            "tool": s.tool, "session": s.session, "lineages": len(s.pairs),
-            "audited": v["audited"], "flow_class": v["flow_class"], "tier": v["tier"],
-            "confidence": v["confidence"], "sources": v["sources"], "path": v["path"],
-            "conjunctive": v["conjunctive"], "probed": s.probed, "replay_ok": s.replay_ok,
-            "logged_node": s.logged_node, "logged_field": s.logged_field, "fides": s.fides}
+def _canary(rep: Replayer, sinks: list[SinkAudit], orig: Any, sources: list[str]) -> int:
+    """Tier 1 evidence from the instrumented replay; returns the pairs it found."""
+    from containmentbench.audit.canary import canary_hits
+    from containmentbench.canonical import canonical_json
+
+    hits = canary_hits(rep, orig, sources)
+    n = 0
+    for s in sinks:
+        found = (hits or {}).get((s.tool, canonical_json(s.args)), set())
+        for p in s.pairs:
+            if p.source_id in found:
+                p.canary, n = 1.0, n + 1
+    return n
 
 
-KIND = "audit"
-AUDIT_FILES = ("sinks.parquet", "rollouts.parquet", "dcpg.parquet", "summary.json")
+def _labelled(rows: list[dict[str, Any]]) -> Any:
+    """The labelled suite of the run (its folder and labels), or None."""
+    from containmentbench.audit.suite_check import LABELS, check_label_file
+    from containmentbench.scenarios.manifest import load_suite, suite_dir, verify_suite
 
-
-def check_audit_out(run_dir: str | Path, out: str | Path | None, force: bool = False) -> Path:
-    """The audit folder is new, empty or an earlier audit (in a frozen study only with
-    ``force``): checked before any work."""
-    out_dir = Path(out) if out else Path(run_dir) / "audit"
-    writer.check_out(out_dir, KIND, force, accept=("folder",))
-    for name in AUDIT_FILES:
-        writer.check_file(out_dir / name, KIND, force)
-    return out_dir
-
-
-def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
-    t = pa.Table.from_pylist(rows, schema=schema)
-    writer.write_bytes(path, writer.parquet_bytes(t, compression="zstd"), kind=KIND)
-
-
-SINKS = pa.schema([("rollout_id", pa.string()), ("stage", pa.string()),
-                   ("defense", pa.string()), ("model", pa.string()), ("backend", pa.string()),
-                   ("seed", pa.int64()), ("seq", pa.int32()), ("tool", pa.string()),
-                   ("session", pa.int32()), ("lineages", pa.int32()), ("audited", pa.bool_()),
-                   ("flow_class", pa.string()), ("tier", pa.string()),
-                   ("confidence", pa.float64()), ("sources", pa.list_(pa.string())),
-                   ("path", pa.string()), ("conjunctive", pa.bool_()), ("probed", pa.bool_()),
-                   ("replay_ok", pa.bool_()), ("logged_node", pa.bool_()),
-                   ("logged_field", pa.bool_()), ("fides", pa.bool_())])
-ROLLOUTS = pa.schema([("rollout_id", pa.string()), ("stage", pa.string()),
-                      ("defense", pa.string()), ("model", pa.string()), ("seed", pa.int64()),
-                      ("sinks", pa.int32()), ("audited", pa.int32()), ("logged", pa.int32()),
-                      ("audited_not_logged", pa.int32()), ("logged_not_audited", pa.int32()),
-                      ("fides", pa.int32()), ("replays", pa.int32())])
-DCPG = pa.schema([("rollout_id", pa.string()), ("graph", pa.string())])
+    suites = sorted({r["suite"] for r in rows})
+    if len(suites) != 1:
+        return None
+    try:
+        folder = suite_dir(suites[0])
+    except BenchError:
+        return None
+    if not (folder / LABELS).is_file():
+        return None
+    problems = verify_suite(folder)
+    if problems:
+        raise BenchError(f"labelled suite does not verify: {problems[0]}", file=str(folder))
+    scen = load_suite(folder)
+    return folder, check_label_file(folder, scen), {s.id: s for s in scen}
 
 
 def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool = True,
-                out: str | Path | None = None, log: Any = sys.stderr,
-                judge: Any = None) -> dict[str, Any]:
+                out: str | Path | None = None, log: Any = sys.stderr, judge: Any = None,
+                replay_real: bool = False, canary: bool = False) -> dict[str, Any]:
     run_dir = Path(run_dir)
     out_dir = check_audit_out(run_dir, out)
+    clock = {"dcpg": 0.0, "tier12": 0.0, "tier34": 0.0, "causal": 0.0}
     t0 = time.perf_counter()
     dirs = trace_shards(run_dir)
     replayer_for = None
     cfg_path = run_dir / "config.yaml"
-    if replay and cfg_path.exists():
+    config = None
+    if cfg_path.exists():
         from containmentbench.config.compose import read_resolved
-        replayer_for = StudyReplay(read_resolved(cfg_path), policy.sinks)
+        config = read_resolved(cfg_path)
+    adapter = adapter_name(config)
+    if adapter:  # an external benchmark's tools and tasks: its sinks, no replay
+        policy = adapter_policy(policy, adapter)
+    elif replay and config is not None:
+        replayer_for = StudyReplay(config, policy.sinks, replay_real)
     th = policy.thresholds
     # one shard's events in memory at a time (a 50-seed study holds ~10 GB of events): what
     # the later passes need is kept per rollout (sinks, graph JSON, committed sink calls; the
     # events themselves only for the judge)
-    per: list[tuple[dict[str, Any], list[dict] | None, list[SinkAudit], str, Any]] = []
-    with writer.scratch_dir("cb-dcpg-") as state:
-        for d in dirs:
-            for row, evs, eds in shard_rollouts(d):
-                g, sinks = collect(row, evs, eds, policy, state)
-                per.append((row, evs if judge is not None and sinks else None, sinks,
-                            json.dumps(g.to_json(), sort_keys=True),
-                            original_calls(evs, policy.sinks)))
+    per: list[tuple[dict[str, Any], list[dict] | None, list[SinkAudit], dict, Any]] = []
+    # the registry and graph are persisted at each session boundary through their JSON form
+    # in memory (dcpg.build): a scratch file per boundary cost more than the whole graph
+    for d in dirs:
+        for row, evs in shard_rollouts(d, everything=judge is not None):
+            g, sinks = collect(row, evs, policy, None, clock)
+            per.append((row, evs if judge is not None and sinks else None, sinks,
+                        g.to_json(), original_calls(evs, policy.sinks)))
     rows = [r for r, *_ in per]
     models = sorted({r["model"] for r in rows})
     if len(models) > 1:
         raise BenchError(f"traces of {len(models)} models in one run directory ({models[0]}, "
                          f"{models[1]} ...): audit one model's run directory", field="model")
-    t1 = time.perf_counter()
+    suite = _labelled(rows)
+    everything = suite is not None  # every tier and probe scored: ablations and the sweep
     all_sinks = [s for _, _, ss, _, _ in per for s in ss]
-    embed(all_sinks, emb, policy, everything=False)
+    t1 = time.perf_counter()
+    pairs_embedded = embed(all_sinks, emb, policy, everything=everything)
     t2 = time.perf_counter()
+    load_s = float(getattr(emb, "load_s", 0.0) or 0.0)  # once per process, not per unit
+    clock["tier34"] = t2 - t1 - load_s
     replays = {}
-    for row, evs, sinks, _, orig in per:
+    canary_hits = 0
+    for row, evs, sinks, graph, orig in per:
         rep = replayer_for(row) if replayer_for and sinks else None
-        probe_sinks(sinks, rep, orig, th, everything=False)
-        if rep is None and judge is not None and sinks:
-            judge_sinks(sinks, judge, evs, th)
+        if canary and rep is not None:  # Tier 1 live: the instrumented replay (canary.py)
+            canary_hits += _canary(rep, sinks, orig, sorted(graph["sources"]))
+        probe_sinks(sinks, rep, orig, th, everything=everything)
+        if judge is not None and sinks:
+            judge_sinks(sinks, judge, evs or [], th)
         replays[row["rollout_id"]] = rep.replays if rep else 0
     t3 = time.perf_counter()
-    sink_rows = [sink_record(s, verdict(s, th)) for _, _, ss, _, _ in per for s in ss]
+    clock["causal"] = t3 - t2
+    sink_rows = []
+    for _, _, sinks, graph, _ in per:
+        for s in sinks:
+            v = verdict(s, th, policy.tiers)
+            annotate(graph, s, v)
+            sink_rows.append(sink_record(s, v))
     roll_rows = gap_rows(rows, sink_rows, replays)
+    simulated = any(r["backend"] == "sim" for r in rows)
     writer.ensure_dir(out_dir, KIND)
-    _write_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
-    _write_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
-    _write_parquet(out_dir / "dcpg.parquet",
-                   [{"rollout_id": r["rollout_id"], "graph": gj} for r, _, _, gj, _ in per], DCPG)
-    written = gap_table(roll_rows, sink_rows, out_dir / "tables",
-                        simulated=any(r["backend"] == "sim" for r in rows))
+    put_parquet(out_dir / "sinks.parquet", sink_rows, SINKS)
+    put_parquet(out_dir / "rollouts.parquet", roll_rows, ROLLOUTS)
+    put_parquet(out_dir / "dcpg.parquet",
+                  [{"rollout_id": r["rollout_id"], "graph": json.dumps(g, sort_keys=True)}
+                   for r, _, _, g, _ in per], DCPG)
+    written = gap_table(roll_rows, sink_rows, out_dir / "tables", simulated)
+    units = max(len(rows), 1)
+    judge_calls = judge.calls if judge is not None else 0
+    judge_tokens = judge.tokens if judge is not None else 0
+    cost = {"units": len(rows), "sinks": len(sink_rows),
+            "pairs": sum(len(s.pairs) for s in all_sinks), "pairs_embedded": pairs_embedded,
+            "replays": sum(replays.values()), "judge_calls": judge_calls,
+            "judge_tokens": judge_tokens, "everything": everything, "model_load_s": load_s,
+            **{f"{k}_ms_per_unit": 1000 * v / units for k, v in clock.items()}}
+    written += overhead_table(cost, out_dir / "tables", simulated)
+    if suite is not None:
+        from containmentbench.audit.suite_report import score_study
+
+        total_ms = sum(cost[f"{k}_ms_per_unit"] for k in clock)
+        written += score_study(per, suite, policy, out_dir / "tables", rows, log, total_ms)
     summary = {"policy": policy.to_dict(), "policy_hash": policy.hash,
                "rollouts": len(rows), "sinks": len(sink_rows),
                "audited": sum(r["audited"] for r in sink_rows),
                "replays": sum(replays.values()),
                "implicit_analysis": "+".join(
                    [m for m, on in (("replay", replayer_for is not None and any(
-                       r["backend"] == "sim" for r in rows)),
+                       replayer_for.replayable(r["backend"]) for r in rows)),
                                     ("judge", judge is not None)) if on])
                    or "not run (no replayable backend, no judge)",
-               "judge_calls": judge.calls if judge is not None else 0,
-               "judge_unparsed": judge.unparsed if judge is not None else 0,
-               "simulated_agent": any(r["backend"] == "sim" for r in rows)}
+               "judge_calls": judge_calls, "judge_unparsed":
+                   judge.unparsed if judge is not None else 0,
+               "labelled_suite": suite is not None, "replay_real": replay_real,
+               "adapter": adapter, "canary_replay": canary, "canary_hits": canary_hits,
+               "embedding": {"package": MODEL_PACKAGE, "version": package_version(),
+                             "model": "all-MiniLM-L6-v2"},
+               # wall-clock files: frozen, but never compared by reproduce
+               "wall_clock": [f"tables/audit_overhead.{x}" for x in WALL_CLOCK_SUFFIXES]
+               + ([f"tables/taintbench_paper.{x}" for x in WALL_CLOCK_SUFFIXES]
+                  if suite is not None else []),
+               "simulated_agent": simulated}
     encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
     writer.write_json(out_dir / "summary.json", summary, kind=KIND)
     print(f"audit: {len(rows)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
-          f"attributed, {summary['replays']} replays; dcpg+tiers 1-2 {t1 - t0:.1f} s, "
-          f"embeddings {t2 - t1:.1f} s ({encoded} texts encoded), replays "
-          f"{t3 - t2:.1f} s; wrote {out_dir} ({len(written)} table files)", file=log)
+          f"attributed, {summary['replays']} replays; dcpg {clock['dcpg']:.1f} s, tiers 1-2 "
+          f"{clock['tier12']:.1f} s, tiers 3-4 {clock['tier34']:.1f} s ({encoded} texts "
+          f"encoded), causal {clock['causal']:.1f} s, total {time.perf_counter() - t0:.1f} s; "
+          f"wrote {out_dir} ({len(written)} table files)", file=log)
     return summary

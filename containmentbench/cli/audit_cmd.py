@@ -3,7 +3,10 @@
     audit run RUN_DIR [--policy FILE] [--no-replay]   audit every trace, write RUN_DIR/audit/
     audit policy FILE                                  validate an audit policy
     audit suite build [--out DIR] [--check]            the labelled TaintBench-style suite
-    audit suite run --out DIR [--suite S] [--runs 5]   roll out, audit and score both detectors
+    audit suite run --out DIR [--runs 5] [KEY=VALUE]   roll out the suite into a run folder,
+                                                       audit and score both detectors
+
+The labelled suite as a study, through the pipeline: ``snakemake --config study=taintbench``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the packaged policy with the paper's thresholds)")
     r.add_argument("--no-replay", action="store_true",
                    help="skip the counterfactual replays (implicit analysis not run)")
+    r.add_argument("--canary", action="store_true",
+                   help="Tier 1 live: replay every replayable rollout once more with the "
+                        "canary appended to each untrusted source (paper 001 §4.2)")
+    r.add_argument("--replay", choices=("auto", "real", "off"), default="auto",
+                   help="counterfactual replays: auto (backends that reproduce a trace "
+                        "without a model: sim, scripted), real (also a real backend with "
+                        "per-request seeds; loads the model; a replay that does not "
+                        "reproduce the trace gives 'not probed'), off (= --no-replay)")
     r.add_argument("--out", type=Path, default=None, help="output folder (RUN_DIR/audit)")
     r.add_argument("--force", action="store_true",
                    help="redo the audit of a frozen study (old bytes kept under .replaced-N/)")
@@ -56,15 +67,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--check", action="store_true",
                    help="compare with the files at --out instead of writing")
     b.set_defaults(func=cmd_suite_build)
-    u = ssub.add_parser("run", help="five runs per scenario, audit, P/R/F1 and the sweep")
-    u.add_argument("--suite", default="taintbench", help="the labelled suite (name or folder)")
-    u.add_argument("--out", type=Path, required=True, help="output folder for the runs and scores")
-    u.add_argument("--runs", type=T.positive_int, default=5, help="rollouts per scenario (majority vote)")
-    u.add_argument("--profile", default="always_follow", help="sim agent profile")
+    u = ssub.add_parser("run", help="roll out the suite into a run folder (study=taintbench "
+                                    "with overrides), audit it, score both detectors")
+    u.add_argument("--out", type=Path, required=True, help="a new run folder")
+    u.add_argument("--runs", type=T.positive_int, default=5,
+                   help="runs per scenario (seeds 1..N)")
     u.add_argument("--policy", type=Path, default=None,
                    help="audit policy YAML (default: the packaged one)")
-    u.add_argument("--limit", type=T.positive_int, default=None,
+    u.add_argument("--every", type=T.positive_int, default=1,
                    help="every n-th scenario only (quick checks)")
+    u.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="study config overrides, e.g. model=sim backend=sim "
+                        "'study.models=[sim_never_follow]'")
     u.set_defaults(func=cmd_suite_run)
 
 
@@ -102,7 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                  options=parse_options(args.judge_option))))
     with writer.forcing(args.force):
         info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
-                           replay=not args.no_replay, out=args.out, judge=judge)
+                           replay=not args.no_replay and args.replay != "off", out=args.out,
+                           judge=judge, replay_real=args.replay == "real", canary=args.canary)
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0
@@ -114,8 +129,9 @@ def cmd_suite_build(args: argparse.Namespace) -> int:
 
     if not args.check:
         check_suite_out(args.out, SUITE, args.force)  # before any work
-    files = build()
-    if args.check:
+        files = build()  # every label's positive or negative control replayed first
+    else:
+        files = build(controls=False)  # the committed bytes held their controls when built
         bad = [n for n, data in files.items()
                if not (args.out / n).is_file() or (args.out / n).read_bytes() != data]
         if bad:
@@ -124,43 +140,22 @@ def cmd_suite_build(args: argparse.Namespace) -> int:
         print(f"{args.out}: matches the generator", file=sys.stderr)
         return 0
     what = write_suite_files(args.out, SUITE, files, args.force)
-    print(f"{args.out}: {what}: {len(files) - 1} stage files and the manifest",
-          file=sys.stderr)
+    print(f"{args.out}: {what}: {len(files) - 2} stage files, the manifest and the labels "
+          "(every label's control held)", file=sys.stderr)
     return 0
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
-    from containmentbench.audit.bench_suite import run_suite, sweep, votes
     from containmentbench.audit.policy import load_audit_policy
-    from containmentbench.audit.suite import label
-    from containmentbench.audit.suite_report import write_suite_tables
-    from containmentbench.scenarios.manifest import load_suite
+    from containmentbench.audit.suite_run import roll_out
 
     pol = load_audit_policy(args.policy)
-    scen = load_suite(args.suite)
-    for s in scen:
-        try:
-            label(s)
-        except KeyError:
-            raise BenchError(f"scenario '{s.id}' has no meta.taintbench label",
-                             field="meta.taintbench") from None
-    if args.limit:
-        scen = scen[:: args.limit]
-    if (args.out / "traces").exists():
-        raise BenchError("already holds suite traces (choose a new --out)",
-                         file=str(args.out / "traces"))
     from containmentbench.audit.embed import Embedder
+    from containmentbench.audit.study import audit_study, check_audit_out
 
-    recs = run_suite(scen, pol, Embedder(), args.out, runs=args.runs, profile=args.profile)
-    v = votes(recs, pol.thresholds)
-    paths = write_suite_tables(v, sweep(recs, pol.thresholds), args.out / "tables", args.runs,
-                               args.profile)
-    import polars as pl
-
-    from containmentbench.integrity import writer
-    writer.write_bytes(args.out / "votes.parquet",
-                       writer.parquet_bytes(pl.DataFrame(v).to_arrow()), kind="audit-suite")
-    print(f"wrote {args.out}: {len(v)} scenarios x {args.runs} runs, "
-          f"{sum(r['rep'].replays for r in recs)} replays, {len(paths)} table files"
-          + SIM_LABEL, file=sys.stderr)
+    run = roll_out(args.out, args.overrides, args.runs, args.every)
+    check_audit_out(run, None)
+    info = audit_study(run, pol, Embedder(), replay_real=True)
+    print(f"wrote {args.out}" + (SIM_LABEL if info["simulated_agent"] else ""),
+          file=sys.stderr)
     return 0

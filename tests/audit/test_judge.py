@@ -22,7 +22,8 @@ class FakeBackend:
 
     def generate(self, reqs):
         self.seen.extend(reqs)
-        return [Completion(self.text, error=self.error) for _ in reqs]
+        return [Completion(self.text, error=self.error, prompt_tokens=400,
+                           completion_tokens=57) for _ in reqs]
 
 
 def test_prompt_neutralises_the_source_in_context_b() -> None:
@@ -59,15 +60,39 @@ def test_history_is_one_agents_view_before_the_sink() -> None:
     assert history(ev, "a", 4) == "[user_goal] goal\n[tool_result:read_document] page\n[agent] call"
 
 
+def _implicit_run(tmp_path):
+    """Rollouts of the labelled suite's implicit-control cases: the sink carries no content
+    of the source, so only the causal analyzer can attribute it."""
+    ids = ",".join(f"tb-implicit_control-{i:03d}" for i in range(3))
+    out = tmp_path / "traces" / "m" / "none" / "seed=1" / "security" / "shard-000"
+    assert main(["rollout", "--suite", "taintbench", "--stage", "security", "--scenarios",
+                 ids, "--defense", "none", "--seed", "1", "--study", "t", "--sim-profile",
+                 "always_follow", "--out", str(out), "--quiet"]) == 0
+    return tmp_path
+
+
 def test_judge_used_when_replay_is_off(tmp_path, bag) -> None:
-    out = tmp_path / "traces" / "m" / "none" / "seed=1" / "active_tainted" / "shard-000"
-    assert main(["rollout", "--suite", "smoke", "--stage", "active_tainted", "--defense",
-                 "none", "--seed", "1", "--study", "t", "--out", str(out), "--quiet"]) == 0
+    run = _implicit_run(tmp_path)
     fake = FakeBackend('{"would_call_anyway": false, "confidence": 0.7}')
-    info = audit_study(tmp_path, load_audit_policy(), bag, replay=False, judge=Judge(fake),
+    info = audit_study(run, load_audit_policy(), bag, replay=False, judge=Judge(fake),
                        log=io.StringIO())
     assert info["implicit_analysis"] == "judge" and info["judge_calls"] == len(fake.seen) > 0
-    sinks = pq.read_table(tmp_path / "audit" / "sinks.parquet").to_pylist()
+    sinks = pq.read_table(run / "audit" / "sinks.parquet").to_pylist()
     judged = [s for s in sinks if s["tier"] == "judge"]
-    assert judged and all(s["flow_class"] in ("implicit", "asynchronous") and
-                          s["confidence"] == 0.7 for s in judged)
+    assert judged and all(s["flow_class"] == "implicit" and s["confidence"] == 0.7
+                          and s["causal"] == "cause" for s in judged)
+    # §5.5's judge tokens: counted per call and reported in the overhead table
+    cap = pq.read_table(run / "audit" / "tables" / "audit_overhead.parquet") \
+        .schema.metadata[b"caption"].decode()
+    assert f"{len(fake.seen)} calls, 457 tokens per call" in cap
+
+
+def test_without_replay_or_judge_a_sink_is_not_probed_never_no_cause(tmp_path, bag) -> None:
+    run = _implicit_run(tmp_path)
+    audit_study(run, load_audit_policy(), bag, replay=False, log=io.StringIO())
+    sinks = pq.read_table(run / "audit" / "sinks.parquet").to_pylist()
+    share = [s for s in sinks if s["tool"] in ("share_document", "create_event")]
+    assert share and all(s["causal"] == "not_probed" and not s["audited"] for s in share)
+    gap = pq.read_table(run / "audit" / "rollouts.parquet").to_pylist()
+    assert sum(r["not_probed"] for r in gap) == len(share)
+    assert sum(r["probed_no_cause"] for r in gap) == 0

@@ -37,6 +37,9 @@ def _write(tmp_path: Path, mutate) -> Path:
     (lambda m: m.pop("sources"), "sources"),
     (lambda m: m.update(safe_control=["send_invite"], sinks=["send_email"]), "safe_control"),
     (lambda m: m.update(chunk_sentences=0), "chunk_sentences"),
+    (lambda m: m.update(tiers=["canary", "lexical"]), "tiers[1]"),
+    (lambda m: m.update(tiers=[]), "tiers"),
+    (lambda m: m["thresholds"].update(coverage=-0.05), "thresholds.coverage"),
 ])
 def test_bad_policy_names_the_field(tmp_path: Path, mutate, field: str) -> None:
     with pytest.raises(BenchError) as exc:
@@ -64,3 +67,11 @@ def test_with_value_rejects_unknown_threshold() -> None:
     with pytest.raises(BenchError):
         th.with_value("semantics", 0.7)
     assert set(th.to_dict()) == set(THRESHOLDS)
+
+
+def test_tiers_default_to_all_and_an_ablation_is_a_policy(tmp_path: Path) -> None:
+    assert load_audit_policy().tiers == frozenset(
+        {"canary", "string", "semantic", "fragment", "counterfactual", "judge"})
+    pol = load_audit_policy(_write(tmp_path, lambda m: m.update(tiers=["canary", "string"])))
+    assert pol.tiers == frozenset({"canary", "string"})
+    assert pol.hash != load_audit_policy().hash  # recorded in the audit's summary

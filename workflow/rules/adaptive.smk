@@ -177,11 +177,32 @@ rule adaptive_tables:
         "containmentbench search tables {params.run:q} --qualification {params.qualification:q} --force > {log:q} 2>&1"
 
 
+# The provenance audit of the replay shards (paper 001): the frozen candidates' derived suite
+# is a suite of our own scenarios inside the run directory, so its sim rollouts are replayed.
+rule adaptive_audit:
+    input:
+        rules.adaptive_replay.output,
+    output:
+        S.path("audit", "summary.json"),
+    log:
+        S.path("logs", "audit.log"),
+    params:
+        run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    threads: 1
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=6000),
+    shell:
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} --force > {log:q} 2>&1"
+
+
 # the static HTML report (headline, Tables 18-19, the funnel, rollout index, trace pages),
 # built before freeze, which hashes it
 rule adaptive_report:
     input:
         rules.adaptive_tables.output,
+        rules.adaptive_audit.output,
     output:
         report(directory(S.path("report")), htmlindex="index.html", category="Study report",
                caption="../report/caption.rst"),
@@ -201,6 +222,7 @@ rule adaptive_freeze:
     input:
         rules.adaptive_tables.output,
         rules.adaptive_report.output,
+        rules.adaptive_audit.output,
     output:
         S.path("MANIFEST.json"),
     log:

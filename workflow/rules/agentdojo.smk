@@ -156,10 +156,32 @@ rule adapter_table20:
         "containmentbench adapters table20 {params.run:q} --force > {log:q} 2>&1"
 
 
+# The provenance audit of the adapter's traces (paper 001; containmentbench/audit/adapter.py):
+# AgentDojo's sinks, content-built lineage, explicit tiers and the FIDES-style baseline; no
+# replay (AgentDojo tasks are not our scenarios), so unattributed sinks are "not probed".
+rule adapter_audit:
+    input:
+        A.rule_shard_outputs(S),
+    output:
+        S.path("audit", "summary.json"),
+    log:
+        S.path("logs", "audit.log"),
+    params:
+        run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    threads: 1
+    conda:
+        "../envs/containmentbench.yaml"
+    resources:
+        **S.cpu_rule_resources(mem_mb=6000),
+    shell:
+        "HF_HUB_OFFLINE=1 OMP_NUM_THREADS={threads} containmentbench audit run {params.run_dir:q} --force > {log:q} 2>&1"
+
+
 # the static HTML report (headline, tables, rollout index, trace pages), before freeze
 rule adapter_report:
     input:
         rules.adapter_table20.output,
+        rules.adapter_audit.output,
         analysis=rules.adapter_analysis.output,
     output:
         report(directory(S.path("report")), htmlindex="index.html", category="Study report",
@@ -181,6 +203,7 @@ rule adapter_freeze:
         rules.adapter_analysis.output,
         rules.adapter_table20.output,
         rules.adapter_report.output,
+        rules.adapter_audit.output,
     output:
         S.path("MANIFEST.json"),
     log:
