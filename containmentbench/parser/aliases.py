@@ -3,7 +3,7 @@
 Models often write the action type instead of the tool name (``"email"`` for ``send_email``) and
 ToolBench-style argument names (``recipient`` for ``to``). These default maps seed
 ``ParserConfig`` (and so the config hash recorded with every trace, §6.2) and the simulated
-agent's renderers in ``formats.py``. ``_norm_name`` folds case, separators, call parentheses and
+agent's renderers in ``formats.py``. ``norm_name`` folds case, separators, call parentheses and
 namespaces (``functions.send_email``) before a written name is looked up.
 """
 
@@ -88,7 +88,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEP = re.compile(r"[\s\-/]+")
 
 
-def _norm_name(raw: str) -> str:
+def norm_name(raw: str) -> str:
     """A written tool or argument name in snake_case, without quotes, ``()`` or namespace."""
     s = raw.strip()[:128].strip("`'\" ")
     if s.endswith("()"):

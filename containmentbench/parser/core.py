@@ -16,9 +16,11 @@ This module owns the parser's vocabulary and orchestration: ``PARSER_VERSION``, 
 repair kinds counted in Table 24, ``ParserConfig``, ``ParsedCall``/``ParseResult`` and ``parse``.
 The steps live beside it: ``syntax`` (lenient JSON, Python literals, bracket spans), ``aliases``
 (the Appendix I alias maps), ``shapes`` (object and pythonic shapes -> call candidates),
-``layers`` (format layers, the generic scan, the action-like test) and ``resolve`` (tool
-resolution, argument aliases and coercion, schema validation). Names other modules import from
-here are re-exported.
+``layers`` (format layers, the generic scan, the action-like test), ``resolve`` (tool
+resolution, argument aliases and coercion, schema validation) and ``protocol`` (the candidate
+the steps hand each other and the config fields they read). The steps import downwards only,
+``protocol <- resolve <- shapes <- layers <- core``, and never this module: what they share has
+a public name in the module that owns it. Names other modules import from here are re-exported.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from typing import Any
 
 from containmentbench.canonical import sha256_json
 from containmentbench.parser.aliases import DEFAULT_ARGUMENT_ALIASES, DEFAULT_TOOL_ALIASES
-from containmentbench.parser.layers import _LAYERS, _action_like, _scan
-from containmentbench.parser.resolve import _Ctx, _finalize
-from containmentbench.parser.shapes import _Item, _obj_items
+from containmentbench.parser.layers import LAYERS, action_like, scan
+from containmentbench.parser.protocol import Candidate
+from containmentbench.parser.resolve import ParseContext, finalize
+from containmentbench.parser.shapes import obj_items
 from containmentbench.parser.syntax import SYNTAX_REPAIRS, find_spans, jsonable, loads_lenient
 
 __all__ = [
@@ -196,13 +199,13 @@ def _dedupe(reps: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------- candidates -> result
 
 
-def _assemble(items: list[_Item], layer_reps: list[str], ctx: _Ctx,
+def _assemble(items: list[Candidate], layer_reps: list[str], ctx: ParseContext,
               disabled: list[str]) -> ParseResult | None:
     """Turn accepted candidates into a result; candidates needing a disabled repair drop out."""
     calls, finals = [], []
     for it in items:
         reps = layer_reps + it.repairs
-        done = _finalize(it, ctx) if it.kind == "call" else None
+        done = finalize(it, ctx) if it.kind == "call" else None
         if done is not None:
             reps = reps + done[4]
         bad = [r for r in reps if r not in ctx.enabled]
@@ -250,7 +253,7 @@ def _parse(text: Any, tools: Any, config: ParserConfig) -> ParseResult:
     if not full:
         return ParseResult([], "empty", False, [], None, None)
     s = full[:config.max_input_chars]
-    ctx = _Ctx(tools, config)
+    ctx = ParseContext(tools, config)
     disabled: list[str] = []
     if s[0] == "{" and s[-1] == "}":  # fast path: the canonical strict object
         try:
@@ -260,18 +263,18 @@ def _parse(text: Any, tools: Any, config: ParserConfig) -> ParseResult:
         if type(obj) is dict:
             if len(obj) == 2 and type(obj.get("tool")) is str and type(
                     obj.get("arguments")) is dict:
-                items = [_Item("call", name=obj["tool"], args=obj["arguments"])]
+                items = [Candidate("call", name=obj["tool"], args=obj["arguments"])]
             else:
-                items = _obj_items(obj, ctx, False) or []
+                items = obj_items(obj, ctx, False) or []
             if items and (res := _assemble(items, [], ctx, disabled)) is not None:
                 return res
-    for kind, layer in _LAYERS:
+    for kind, layer in LAYERS:
         if kind not in ctx.enabled:
             continue
         got = layer(s, ctx)
         if got and got[0] and (res := _assemble(got[0], got[1], ctx, disabled)) is not None:
             return res
-    items, first, last, n, whole_json = _scan(s, ctx, False, bare_ok=True)
+    items, first, last, n, whole_json = scan(s, ctx, False, bare_ok=True)
     if items:
         reps = (["prefixed_text"] if s[:first].strip() else []) + (
             ["trailing_text"] if s[last:].strip() else []) + (["multiple_objects"] if n > 1 else [])
@@ -285,7 +288,7 @@ def _parse(text: Any, tools: Any, config: ParserConfig) -> ParseResult:
                            f"recovering the action needs disabled repair(s): {kinds}")
     if whole_json:
         return ParseResult([], "malformed", False, [], None, "JSON without a tool name")
-    if _action_like(s, ctx):
+    if action_like(s, ctx):
         return ParseResult([], "malformed", False, [], None,
                            "action-like text that could not be parsed")
     return ParseResult([], "final_answer", False, [], full, None)

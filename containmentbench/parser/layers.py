@@ -3,8 +3,8 @@
 Each layer recognizes one wrapper format (hermes ``<tool_call>`` blocks, Mistral
 ``[TOOL_CALLS]`` (also tokenizer v11's ``[TOOL_CALLS]name{...}``), Llama 4's
 ``<|python_start|>...<|python_end|>``, ``<function=name>`` tags, fenced code blocks,
-ReAct/ToolBench ``Action:`` / ``Action Input:``, ``Final Answer:`` and ``Action: None``) and hands its contents to ``_scan``, the generic
-left-to-right scan over balanced spans that also reads text with no wrapper. ``_action_like``
+ReAct/ToolBench ``Action:`` / ``Action Input:``, ``Final Answer:`` and ``Action: None``) and hands its contents to ``scan``, the generic
+left-to-right scan over balanced spans that also reads text with no wrapper. ``action_like``
 tells unrecoverable action attempts (``malformed``) from prose (a final answer), so that a
 formatting failure is never read as the absence of tool-action intent (Appendix I). Every loop
 here is capped so hostile input stays bounded in time.
@@ -17,16 +17,16 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from containmentbench.parser.aliases import _norm_name
-from containmentbench.parser.resolve import _Ctx
+from containmentbench.parser.aliases import norm_name
+from containmentbench.parser.resolve import ParseContext
 from containmentbench.parser.shapes import (
-    _FINAL_NAMES,
-    _args_value,
-    _final_text,
-    _Item,
-    _obj_items,
-    _pythonic,
-    _value_items,
+    FINAL_NAMES,
+    Candidate,
+    args_value,
+    final_text,
+    obj_items,
+    pythonic_calls,
+    value_items,
 )
 from containmentbench.parser.syntax import find_spans, loads_lenient
 from containmentbench.sandbox.tools import TOOLS
@@ -49,7 +49,7 @@ def _ident_before(s: str, i: int) -> int | None:
     return k + 1
 
 
-def _scan(s: str, ctx: _Ctx, native: bool, bare_ok: bool = False):
+def scan(s: str, ctx: ParseContext, native: bool, bare_ok: bool = False):
     """Accept balanced spans of ``s`` that hold calls or final answers, left to right.
 
     Returns (items, first start, last end, number of accepted spans, whole-text-is-JSON flag).
@@ -61,9 +61,9 @@ def _scan(s: str, ctx: _Ctx, native: bool, bare_ok: bool = False):
             v = json.loads(s[lo:hi])
         except (ValueError, RecursionError):
             v = None
-        if type(v) is dict and (got := _obj_items(v, ctx, native)):
+        if type(v) is dict and (got := obj_items(v, ctx, native)):
             return got, lo, hi, 1, False
-    items: list[_Item] = []
+    items: list[Candidate] = []
     first, last, n, end, attempts, whole_json = -1, -1, 0, -1, 0, False
     budget = 2 * len(s) + 8192  # characters handed to the slow parsers, in all attempts
     for a, b, kind in find_spans(s)[:512]:
@@ -81,10 +81,10 @@ def _scan(s: str, ctx: _Ctx, native: bool, bare_ok: bool = False):
             if not (whole or ctx.known(s[start:a].strip())):
                 continue
             attempts += 1
-            got = _pythonic(s[start:b], ctx.config.max_calls)
+            got = pythonic_calls(s[start:b], ctx.config.max_calls)
         elif kind == "[" and _PY_LIST.match(s, a):
             attempts += 1
-            got = _pythonic(s[a:b], ctx.config.max_calls)
+            got = pythonic_calls(s[a:b], ctx.config.max_calls)
             if got and not (a == lo and b == hi) and not ctx.known(got[0].name):
                 got = None
         elif kind != "(":
@@ -93,7 +93,7 @@ def _scan(s: str, ctx: _Ctx, native: bool, bare_ok: bool = False):
                 v, syn = loads_lenient(s[a:b])
             except ValueError:
                 continue
-            got = _value_items(v, ctx, native)
+            got = value_items(v, ctx, native)
             if got:
                 for it in got:
                     it.repairs[:0] = syn
@@ -135,11 +135,11 @@ def _blocks(s: str, open_tag: str, close_tag: str, limit: int):
         limit -= 1
 
 
-def _layer_hermes(s: str, ctx: _Ctx):
+def _layer_hermes(s: str, ctx: ParseContext):
     if "<tool_call>" not in s:
         return None
     items = [it for b in _blocks(s, "<tool_call>", "</tool_call>", ctx.config.max_calls)
-             for it in _scan(b, ctx, True)[0]]
+             for it in scan(b, ctx, True)[0]]
     return items, ["hermes_tool_call"]
 
 
@@ -149,11 +149,11 @@ _MISTRAL_V11 = re.compile(r"\[TOOL_CALLS\][ \t]*([A-Za-z_][\w.\-]{0,63})[ \t]*(?
                           r"(?=\{)")
 
 
-def _layer_mistral(s: str, ctx: _Ctx):
+def _layer_mistral(s: str, ctx: ParseContext):
     i = s.find("[TOOL_CALLS]")
     if i == -1:
         return None
-    items: list[_Item] = []
+    items: list[Candidate] = []
     for m in list(_MISTRAL_V11.finditer(s))[:ctx.config.max_calls]:
         body = s[m.end():]
         spans = find_spans(body[:65536])
@@ -164,23 +164,23 @@ def _layer_mistral(s: str, ctx: _Ctx):
         except ValueError:
             continue
         reps: list[str] = []
-        items.append(_Item("call", name=m.group(1), args=_args_value(args, reps),
+        items.append(Candidate("call", name=m.group(1), args=args_value(args, reps),
                            repairs=["mistral_v11_tool_calls", *syn, *reps]))
     if items:
         return items, ["mistral_tool_calls"]
-    return _scan(s[i + 12:], ctx, True)[0], ["mistral_tool_calls"]
+    return scan(s[i + 12:], ctx, True)[0], ["mistral_tool_calls"]
 
 
-def _layer_llama4(s: str, ctx: _Ctx):
+def _layer_llama4(s: str, ctx: ParseContext):
     """Llama 4 pythonic calls between ``<|python_start|>`` and ``<|python_end|>``."""
     if "<|python_start|>" not in s:
         return None
     items = [it for b in _blocks(s, "<|python_start|>", "<|python_end|>", ctx.config.max_calls)
-             for it in _scan(b, ctx, True, bare_ok=True)[0]]
+             for it in scan(b, ctx, True, bare_ok=True)[0]]
     return items, ["llama4_python_tag"]
 
 
-def _layer_function_tag(s: str, ctx: _Ctx):
+def _layer_function_tag(s: str, ctx: ParseContext):
     items, tries = [], 0
     for m in _FUNC_TAG.finditer(s):
         tries += 1
@@ -193,17 +193,17 @@ def _layer_function_tag(s: str, ctx: _Ctx):
             args, syn = loads_lenient(body) if body else ({}, ["missing_arguments"])
         except ValueError:
             continue
-        items.append(_Item("call", name=m.group(1), args=_args_value(args, reps),
+        items.append(Candidate("call", name=m.group(1), args=args_value(args, reps),
                            repairs=syn + reps))
     return (items, ["function_tag"]) if items else None
 
 
-def _layer_fenced(s: str, ctx: _Ctx):
+def _layer_fenced(s: str, ctx: ParseContext):
     if "```" not in s:
         return None
     items, n = [], 0
     for block in _blocks(s, "```", "```", 16):
-        got, _, _, k, _ = _scan(_LANG.sub("", block, count=1), ctx, False)
+        got, _, _, k, _ = scan(_LANG.sub("", block, count=1), ctx, False)
         items.extend(got)
         n += k
     return items, ["fenced_json"] + (["multiple_objects"] if n > 1 else [])
@@ -230,7 +230,7 @@ def _react_input(body: str) -> tuple[Any, list[str]] | None:
     return line, []
 
 
-def _layer_react(s: str, ctx: _Ctx):
+def _layer_react(s: str, ctx: ParseContext):
     """ReAct/ToolBench ``Action: name`` + ``Action Input: {...}``, or ``Final Answer: text``."""
     if "Action" not in s and "nswer" not in s:
         return None
@@ -243,7 +243,7 @@ def _layer_react(s: str, ctx: _Ctx):
         if name.lower() in _REACT_NONE and not ctx.known(name):
             fm = _REACT_FINAL.search(s)
             text = s[fm.end():] if fm is not None else _THOUGHT.sub("", _REACT_LINE.sub("", s))
-            return [_Item("final", text=text.strip(), repairs=["react_no_action"])], []
+            return [Candidate("final", text=text.strip(), repairs=["react_no_action"])], []
         if mi is not None:
             attempted = True
             got = _react_input(s[mi.end():])
@@ -254,19 +254,19 @@ def _layer_react(s: str, ctx: _Ctx):
             args, reps = {}, ["react_action", "missing_arguments"]
         else:
             continue
-        if _norm_name(name) in _FINAL_NAMES and not (ctx.allowed and name in ctx.allowed):
-            items.append(_Item("final", text=_final_text(args), repairs=["react_final_answer"]))
+        if norm_name(name) in FINAL_NAMES and not (ctx.allowed and name in ctx.allowed):
+            items.append(Candidate("final", text=final_text(args), repairs=["react_final_answer"]))
         else:
             reps_args: list[str] = []
-            args = _args_value(args, reps_args) if not isinstance(args, dict) else args
-            items.append(_Item("call", name=name, args=args, repairs=reps + reps_args))
+            args = args_value(args, reps_args) if not isinstance(args, dict) else args
+            items.append(Candidate("call", name=name, args=args, repairs=reps + reps_args))
     # a final answer after an unparseable action attempt is not a final answer (§6.2)
     if not items and not attempted and (fm := _REACT_FINAL.search(s)) is not None:
-        items.append(_Item("final", text=s[fm.end():].strip(), repairs=["react_final_answer"]))
+        items.append(Candidate("final", text=s[fm.end():].strip(), repairs=["react_final_answer"]))
     return (items, []) if items else None
 
 
-_LAYERS = (("hermes_tool_call", _layer_hermes), ("mistral_tool_calls", _layer_mistral),
+LAYERS = (("hermes_tool_call", _layer_hermes), ("mistral_tool_calls", _layer_mistral),
            ("llama4_python_tag", _layer_llama4), ("function_tag", _layer_function_tag),
            ("fenced_json", _layer_fenced), ("react_action", _layer_react))
 
@@ -283,7 +283,7 @@ def _name_pattern(names: frozenset[str]) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + alts + r")\b[ \t]*:?\s{0,8}[({]")
 
 
-def _action_like(s: str, ctx: _Ctx) -> bool:
+def action_like(s: str, ctx: ParseContext) -> bool:
     """Text that proposes an action (a call marker, or a tool name followed by call syntax)."""
     if _MARKERS.search(s):
         return True

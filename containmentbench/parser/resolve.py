@@ -1,10 +1,10 @@
 """Tool resolution and argument validation of call candidates (paper 000 §4.3, §6.2,
 Appendix I).
 
-``_Ctx`` holds one parse call's allowed tools, their schemas and the config: it resolves a written
-tool name (exactly, normalized, or through the tool aliases) and knows each tool's parameters.
-``_finalize`` turns one call candidate into (name, arguments, verdict): a tool the agent does not
-have is ``invalid_tool``, recorded and never executed (§4.3); arguments go through the
+``ParseContext`` holds one parse call's allowed tools, their schemas and the config: it resolves
+a written tool name (exactly, normalized, or through the tool aliases) and knows each tool's
+parameters. ``finalize`` turns one call candidate (``protocol.Candidate``) into (name,
+arguments, verdict): a tool the agent does not have is ``invalid_tool``, recorded and never executed (§4.3); arguments go through the
 argument-name aliases and value coercions, then are checked against the sandbox tool's signature
 or the tool's JSON schema (``invalid_schema``). The repairs applied here are named as in Table 24.
 """
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from containmentbench.parser.aliases import _norm_name
+from containmentbench.parser.aliases import norm_name
+from containmentbench.parser.protocol import Candidate, ParserSettings
 from containmentbench.parser.syntax import jsonable
 from containmentbench.sandbox.tools import TOOLS, validate_args
-
-if TYPE_CHECKING:
-    from containmentbench.parser.core import ParserConfig
-    from containmentbench.parser.shapes import _Item
 
 # Keys that a flat-argument object may carry besides the arguments (``ignored_keys``).
 _META_KEYS = frozenset({"id", "type", "thought", "thoughts", "reasoning", "reason",
@@ -31,12 +28,12 @@ _SANDBOX_PARAMS = {n: ({p.name: ("array" if p.type == "list" else "string") for 
                        s.required) for n, s in TOOLS.items()}
 
 
-class _Ctx:
+class ParseContext:
     """The allowed tool set, their schemas and the config, for one parse call."""
 
     __slots__ = ("allowed", "config", "enabled", "schemas")
 
-    def __init__(self, tools: Any, config: ParserConfig) -> None:
+    def __init__(self, tools: Any, config: ParserSettings) -> None:
         self.config = config
         self.enabled = config.repairs
         self.schemas: Mapping[str, Any] | None = None
@@ -68,7 +65,7 @@ class _Ctx:
             return raw, False
         n = ""
         if "tool_name_alias" in self.enabled:
-            n = _norm_name(raw)
+            n = norm_name(raw)
             if n in ref:
                 return n, True
             target = self.config.tool_aliases.get(n)
@@ -181,7 +178,7 @@ def _safe(v: Any) -> Any:
 
 def _arg_target(k: str, per: Mapping[str, str] | None, glob: Mapping[str, str] | None,
                 types: dict[str, Any] | None) -> str | None:
-    for cand in (k, _norm_name(k)):
+    for cand in (k, norm_name(k)):
         if types is not None and cand in types and cand != k:
             return cand  # a key-name variant: "docId", "Doc-ID"
         t = per.get(cand) if per else None
@@ -207,7 +204,7 @@ def _coerce(v: Any, typ: Any, required: bool) -> Any:
 
 
 def _norm_args(name: str, args: dict[str, Any], types: dict[str, Any] | None,
-               required: tuple[str, ...], ctx: _Ctx, reps: list[str]) -> dict[str, Any]:
+               required: tuple[str, ...], ctx: ParseContext, reps: list[str]) -> dict[str, Any]:
     """Argument-name aliases and value coercions (Appendix I, ToolBench-style aliases)."""
     amap = ctx.config.argument_aliases
     per, glob = amap.get(name), amap.get("*")
@@ -234,7 +231,8 @@ def _norm_args(name: str, args: dict[str, Any], types: dict[str, Any] | None,
     return args
 
 
-def _finalize(it: _Item, ctx: _Ctx) -> tuple[str, dict[str, Any], str, str | None, list[str]]:
+def finalize(it: Candidate,
+             ctx: ParseContext) -> tuple[str, dict[str, Any], str, str | None, list[str]]:
     """Resolve the tool and normalize and validate the arguments of one call candidate.
 
     Returns (name, arguments, "valid" | "invalid_tool" | "invalid_schema", error, repairs).

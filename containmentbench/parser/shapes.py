@@ -6,8 +6,8 @@ produce: ``{"tool", "arguments"}``, hermes/Qwen ``{"name", "arguments"}``, Llama
 "parameters"}``, OpenAI ``{"function": {...}}`` and ``tool_calls`` messages, ``{"action": ...}``
 with aliased argument keys or flat arguments; or as a final answer (``{"final_answer": ...}`` and
 its aliases). A pythonic call expression (``[send_email(to="a")]``) is one more shape. Each shape
-repair applied is named on the candidate (``_Item``); ``resolve.py`` then resolves the tool and
-validates the arguments.
+repair applied is named on the candidate (``protocol.Candidate``); ``resolve.py`` then resolves
+the tool and validates the arguments.
 """
 
 from __future__ import annotations
@@ -15,40 +15,27 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from containmentbench.canonical import canonical_json
-from containmentbench.parser.aliases import _norm_name
-from containmentbench.parser.resolve import _Ctx
-from containmentbench.parser.syntax import _literal, jsonable, loads_lenient
+from containmentbench.parser.aliases import norm_name
+from containmentbench.parser.protocol import Candidate
+from containmentbench.parser.resolve import ParseContext
+from containmentbench.parser.syntax import jsonable, loads_lenient, python_literal
 
 _TOOL_KEYS = ("tool", "action", "tool_name", "action_name", "function", "function_name", "api",
               "api_name", "command", "name")
 _ARG_KEYS = ("arguments", "parameters", "action_input", "input", "params", "args", "kwargs",
              "tool_input", "tool_args", "tool_arguments")
 _FINAL_KEYS = ("final_answer", "answer", "final_response", "response", "final")
-_FINAL_NAMES = frozenset({"final_answer", "finish", "final", "answer", "respond",
+FINAL_NAMES = frozenset({"final_answer", "finish", "final", "answer", "respond",
                           "final_response"})
-
-
-@dataclass(slots=True)
-class _Item:
-    """An extracted candidate before tool resolution: a call or a final answer."""
-
-    kind: str                      # "call" | "final"
-    name: str = ""
-    args: Any = None
-    repairs: list[str] = field(default_factory=list)
-    flat: bool = False
-    error: str | None = None
-    text: str | None = None
 
 
 _KNOWN_KEYS = frozenset(_TOOL_KEYS + _ARG_KEYS + _FINAL_KEYS + ("tool_calls",))
 
 
-def _args_value(value: Any, reps: list[str]) -> Any:
+def args_value(value: Any, reps: list[str]) -> Any:
     if value is None:
         reps.append("missing_arguments")
         return {}
@@ -56,7 +43,7 @@ def _args_value(value: Any, reps: list[str]) -> Any:
         try:
             parsed, syn = loads_lenient(value)
         except ValueError:
-            return value  # a bare value; _finalize may assign it to the only parameter
+            return value  # a bare value; finalize may assign it to the only parameter
         if isinstance(parsed, dict):
             reps.append("arguments_json_string")
             reps.extend(syn)
@@ -65,7 +52,7 @@ def _args_value(value: Any, reps: list[str]) -> Any:
     return value
 
 
-def _final_text(value: Any) -> str:
+def final_text(value: Any) -> str:
     if isinstance(value, dict):
         for k in ("final_answer", "answer", "response", "text", "return", "message"):
             if isinstance(value.get(k), str):
@@ -78,15 +65,16 @@ def _final_text(value: Any) -> str:
         return str(value)
 
 
-def _obj_items(d: dict[str, Any], ctx: _Ctx, native: bool, depth: int = 0) -> list[_Item] | None:
+def obj_items(d: dict[str, Any], ctx: ParseContext, native: bool,
+              depth: int = 0) -> list[Candidate] | None:
     """Classify one JSON object: call(s), a final answer, or None (no tool name in it)."""
     nk: dict[str, str] = {}
     for k in d:
-        nk.setdefault(k if k in _KNOWN_KEYS else _norm_name(k), k)
+        nk.setdefault(k if k in _KNOWN_KEYS else norm_name(k), k)
     k = nk.get("tool_calls")
     if k is not None and isinstance(d[k], list) and depth == 0:  # an OpenAI assistant message
         items = [it for e in d[k][:ctx.config.max_calls] if isinstance(e, dict)
-                 for it in (_obj_items(e, ctx, True, 1) or ())]
+                 for it in (obj_items(e, ctx, True, 1) or ())]
         return items or None
     k = nk.get("function")
     if k is not None and isinstance(d[k], Mapping):  # {"function": {"name", "arguments"}}
@@ -94,10 +82,10 @@ def _obj_items(d: dict[str, Any], ctx: _Ctx, native: bool, depth: int = 0) -> li
         if not isinstance(fn.get("name"), str):
             return None
         reps = ["openai_function"]
-        args = _args_value(fn.get("arguments", fn.get("parameters")), reps)
+        args = args_value(fn.get("arguments", fn.get("parameters")), reps)
         if any(x not in (k, "type", "id") for x in d):
             reps.append("ignored_keys")
-        return [_Item("call", name=fn["name"], args=args, repairs=reps)]
+        return [Candidate("call", name=fn["name"], args=args, repairs=reps)]
     argk = next((a for a in _ARG_KEYS if a in nk), None)
     chosen = None
     for tk in _TOOL_KEYS:
@@ -117,13 +105,13 @@ def _obj_items(d: dict[str, Any], ctx: _Ctx, native: bool, depth: int = 0) -> li
                 reps = [] if nk[fk] == "final_answer" else ["final_answer_alias"]
                 if len(d) > 1:
                     reps.append("ignored_keys")
-                return [_Item("final", text=_final_text(d[nk[fk]]), repairs=reps)]
+                return [Candidate("final", text=final_text(d[nk[fk]]), repairs=reps)]
         return None
     tk, ok = chosen
     raw = d[ok]
-    if _norm_name(raw) in _FINAL_NAMES and not (ctx.allowed is not None and raw in ctx.allowed):
+    if norm_name(raw) in FINAL_NAMES and not (ctx.allowed is not None and raw in ctx.allowed):
         body = d[nk[argk]] if argk else {x: v for x, v in d.items() if x != ok}
-        return [_Item("final", text=_final_text(body), repairs=["final_answer_alias"])]
+        return [Candidate("final", text=final_text(body), repairs=["final_answer_alias"])]
     reps = []
     if tk == "name":
         if not native:
@@ -134,21 +122,21 @@ def _obj_items(d: dict[str, Any], ctx: _Ctx, native: bool, depth: int = 0) -> li
         aok = nk[argk]
         if aok != "arguments" and not (argk == "parameters" and "llama3_json" in reps):
             reps.append("arguments_key_alias")
-        args = _args_value(d[aok], reps)
+        args = args_value(d[aok], reps)
         if any(x not in (ok, aok) and not (x == "type" and d[x] == "function") for x in d):
             reps.append("ignored_keys")
-        return [_Item("call", name=raw, args=args, repairs=reps)]
+        return [Candidate("call", name=raw, args=args, repairs=reps)]
     args = {x: v for x, v in d.items() if x != ok and not (x == "type" and v == "function")}
     reps.append("flat_arguments" if args else "missing_arguments")
-    return [_Item("call", name=raw, args=args, repairs=reps, flat=True)]
+    return [Candidate("call", name=raw, args=args, repairs=reps, flat=True)]
 
 
-def _value_items(v: Any, ctx: _Ctx, native: bool) -> list[_Item] | None:
+def value_items(v: Any, ctx: ParseContext, native: bool) -> list[Candidate] | None:
     if isinstance(v, dict):
-        return _obj_items(v, ctx, native)
+        return obj_items(v, ctx, native)
     if isinstance(v, list):
         items = [it for e in v[:ctx.config.max_calls] if isinstance(e, dict)
-                 for it in (_obj_items(e, ctx, native) or ())]
+                 for it in (obj_items(e, ctx, native) or ())]
         if items and not native:
             for it in items:
                 it.repairs.insert(0, "call_list")
@@ -168,7 +156,7 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _pythonic(src: str, max_calls: int) -> list[_Item] | None:
+def pythonic_calls(src: str, max_calls: int) -> list[Candidate] | None:
     """``[send_email(to="a", subject="x")]`` or ``send_email(...)``: keyword arguments only."""
     try:
         with warnings.catch_warnings():
@@ -185,8 +173,8 @@ def _pythonic(src: str, max_calls: int) -> list[_Item] | None:
         if name is None:
             return None
         try:
-            pos = [jsonable(_literal(a)) for a in c.args]
-            args = {kw.arg: jsonable(_literal(kw.value)) for kw in c.keywords}
+            pos = [jsonable(python_literal(a)) for a in c.args]
+            args = {kw.arg: jsonable(python_literal(kw.value)) for kw in c.keywords}
         except Exception:
             return None  # a name or expression as value: not a recoverable call
         err = None
@@ -196,5 +184,5 @@ def _pythonic(src: str, max_calls: int) -> list[_Item] | None:
             args = pos[0]  # send_email({"to": ...}): the object is the arguments
         elif pos:
             err = "positional arguments are not accepted (use keyword arguments)"
-        items.append(_Item("call", name=name, args=args, repairs=["pythonic_call"], error=err))
+        items.append(Candidate("call", name=name, args=args, repairs=["pythonic_call"], error=err))
     return items

@@ -49,7 +49,7 @@ class _TooDeep(ValueError):
     pass
 
 
-def _literal(src: str) -> Any:
+def python_literal(src: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escapes warn at compile time
         return ast.literal_eval(src)
@@ -60,12 +60,12 @@ def _string(kind: int, tok: str, used: set[str]) -> str:
         used.add("single_quotes")
         if "\\" not in tok and not any(ord(c) < 32 for c in tok):
             return tok[1:-1]  # no escapes: the text itself (ast is ~10x slower)
-        return _literal(tok.replace("\n", "\\n").replace("\r", "\\r"))
+        return python_literal(tok.replace("\n", "\\n").replace("\r", "\\r"))
     try:
         value = json.loads(tok, strict=False)
     except ValueError:
         used.add("python_literal")  # python-only escapes such as \'
-        return _literal(tok.replace("\n", "\\n").replace("\r", "\\r"))
+        return python_literal(tok.replace("\n", "\\n").replace("\r", "\\r"))
     if any(ord(c) < 32 for c in tok):
         used.add("control_characters")
     return value
@@ -150,7 +150,7 @@ def loads_lenient(s: str) -> tuple[Any, list[str]]:
     except (ValueError, IndexError, SyntaxError, RecursionError, MemoryError, TypeError):
         pass
     try:
-        return jsonable(_literal(s)), ["python_literal"]
+        return jsonable(python_literal(s)), ["python_literal"]
     except Exception as exc:  # ast raises many types on hostile input
         raise ValueError("not JSON or a Python literal") from exc
 
