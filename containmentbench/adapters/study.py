@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from containmentbench.errors import BenchError
-from containmentbench.pipeline.plan import Shard, model_slug
+from containmentbench.pipeline.shard import Shard, model_slug
 
 ADAPTERS = ("agentdojo",)
 
@@ -96,29 +96,3 @@ def injection_tasks(a: dict[str, Any], suite: str) -> list[str]:
         raise BenchError(f"no injection task '{missing[0]}' in AgentDojo suite '{suite}'",
                          field="study.adapter.injection_tasks")
     return want
-
-
-# -- what workflow/rules/agentdojo.smk needs (per-model run directories) --------------------
-
-def rule_shard_id(w: Any) -> str:
-    """The shard id from the rollout rule's wildcards."""
-    return f"{w.model}/{w.defense}/seed={w.seed}/{w.stage}/shard-{w.shard}"
-
-
-def rule_shard_key(study: Any, w: Any) -> str:
-    """A hash of everything that determines the shard (reruns it when that changes)."""
-    from containmentbench.pipeline.plan import shard_by_id, shard_key
-
-    data = study.run_data(w)
-    return shard_key(data, shard_by_id(data, rule_shard_id(w)))
-
-
-def rule_shard_outputs(study: Any) -> Any:
-    """Input function: the SHA256SUMS of every shard of the ``{model}`` run."""
-    return lambda w: [study.shard_output(s) for s in study.shards if s.model == w.model]
-
-
-def rule_traces_dir(study: Any, w: Any) -> str:
-    from containmentbench.pipeline.plan import trace_dir
-
-    return str(trace_dir(study.run_data(w)))

@@ -22,6 +22,7 @@ from typing import Any
 
 from containmentbench.canonical import sha256_json
 from containmentbench.errors import BenchError
+from containmentbench.pipeline.shard import Shard, model_label, model_slug
 
 #: backend options that change how calls reach the model, never what it answers: they stay
 #: out of the shard key, so a new port or a larger concurrency redoes no finished shard
@@ -34,20 +35,6 @@ OPERATIONAL_SETTINGS = frozenset({"window"})
 #: ``cluster.rollout_group``: which shards one rollout job runs (the engine is loaded once per
 #: job); ``shard`` is one shard per job
 ROLLOUT_GROUPS = ("model", "seed", "defense_seed", "shard")
-
-
-@dataclass(frozen=True)
-class Shard:
-    model: str          # path-safe model label
-    defense: str
-    seed: int
-    stage: str
-    index: int
-    scenario_ids: tuple[str, ...]
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}/{self.defense}/seed={self.seed}/{self.stage}/shard-{self.index:03d}"
 
 
 @dataclass(frozen=True)
@@ -85,20 +72,6 @@ def split_generation(name: str) -> tuple[str, int]:
 class _Ref:
     id: str
     stage: str
-
-
-def model_label(data: dict[str, Any]) -> str:
-    """The model name recorded in traces (sim runs carry their profile)."""
-    adapter = data["study"].get("adapter") or {}
-    if adapter.get("name") and adapter.get("pipeline") == "ground_truth":
-        return f"{adapter['name']}-ground_truth"  # no model: the benchmark's ground truth
-    if data["backend"]["name"] == "sim":
-        return f"sim:{data['model']['sim_profile']}"
-    return data["model"]["name"]
-
-
-def model_slug(data: dict[str, Any]) -> str:
-    return model_label(data).replace(":", "-").replace("/", "_")
 
 
 def study_root(data: dict[str, Any]) -> Path:

@@ -5,7 +5,7 @@
 # seeds: its shards live under qualification/screen/, never pooled with the matrix) -> report
 # -> freeze.
 # Everything lives in the model's run directory (S.path: results/<study>/<model_slug>/...).
-from containmentbench.adapters import study as A
+from containmentbench.adapters import rules as A
 
 
 wildcard_constraints:
