@@ -33,7 +33,7 @@ carries it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -42,58 +42,14 @@ from typing import Any
 from containmentbench.audit.carry import Carrier, observed_text, written_values
 from containmentbench.audit.evidence import norm
 from containmentbench.audit.ifc import CONFIDENTIAL, fides_verdict
+from containmentbench.audit.lineage import Lineage
 from containmentbench.errors import BenchError
 
 TAINT_KEY = "_nt_taint"
-Path_ = tuple[int, ...]
 # the event fields the graph reads (a trace without them cannot be audited)
 NEEDED = ("seq", "kind", "session", "agent_instance", "call_id", "tool", "args", "text",
           "resource_id", "resource_class", "target", "action_semantic")
 RELAY_TOOLS = frozenset({"delegate", "handoff"})
-
-
-@dataclass
-class Lineage:
-    """Source lineages in one context: source_id -> (provenance path, vias, sigma, tiers)."""
-
-    paths: dict[str, Path_] = field(default_factory=dict)
-    vias: dict[str, frozenset[str]] = field(default_factory=dict)
-    sigma: dict[str, float] = field(default_factory=dict)
-    tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per hop of the path
-
-    def add(self, sid: str, path: Path_, via: Iterable[str], sigma: float = 1.0,
-            tiers: tuple[str, ...] = ("content",)) -> None:
-        if sid not in self.paths:
-            self.paths[sid] = path
-            self.vias[sid] = frozenset(via)
-            self.sigma[sid] = sigma
-            self.tiers[sid] = tiers
-
-    def merge(self, other: Lineage, hop: int | None = None, via: str | None = None,
-              tier: str | None = None, sigma: dict[str, float] | None = None) -> None:
-        for sid, p in other.paths.items():
-            extend = hop is not None and p[-1] != hop
-            self.add(sid, (*p, hop) if extend else p,
-                     other.vias.get(sid, frozenset()) | ({via} if via else set()),
-                     (sigma or other.sigma).get(sid, other.sigma.get(sid, 1.0)),
-                     (*other.tiers.get(sid, ()), tier or via or "context") if extend
-                     else other.tiers.get(sid, ()))
-
-    def copy(self) -> Lineage:
-        return Lineage(dict(self.paths), dict(self.vias), dict(self.sigma), dict(self.tiers))
-
-    def to_json(self) -> dict[str, Any]:
-        return {sid: {"path": list(p), "via": sorted(self.vias[sid]),
-                      "sigma": round(self.sigma.get(sid, 1.0), 4),
-                      "tiers": list(self.tiers.get(sid, ()))}
-                for sid, p in sorted(self.paths.items())}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Lineage:
-        return cls({k: tuple(v["path"]) for k, v in d.items()},
-                   {k: frozenset(v["via"]) for k, v in d.items()},
-                   {k: float(v.get("sigma", 1.0)) for k, v in d.items()},
-                   {k: tuple(v.get("tiers", ())) for k, v in d.items()})
 
 
 @dataclass

@@ -39,7 +39,7 @@ from containmentbench.sandbox.tools import TOOLS
 LOST_VIAS = frozenset({"memory", "store"})   # rehydrated, not carried by the runtime
 SELECTOR_ROLES = frozenset({"target", "visibility", "field"})
 if TYPE_CHECKING:
-    from containmentbench.audit.dcpg import Lineage
+    from containmentbench.audit.lineage import Lineage
 
 CONFIDENTIAL = frozenset({"confidential", "restricted"})
 
