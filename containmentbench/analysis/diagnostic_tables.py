@@ -10,12 +10,12 @@ from typing import Any
 import polars as pl
 
 from containmentbench.analysis import exclusions as X
-from containmentbench.analysis.tables import STAGE_LABEL, STAGES, Context, _mean, _per_defense
+from containmentbench.analysis.tables import STAGE_LABEL, STAGES, Context, column_mean, per_defense
 from containmentbench.analysis.writers import Table
 
 
 def table17(df: pl.DataFrame, ctx: Context) -> Table:
-    frame = _per_defense(df, "security", ctx, {
+    frame = per_defense(df, "security", ctx, {
         "exposure": "exposed", "harm_attempt": "harm_attempt",
         "committed_violation": "committed_harm",
         "wrong_recipient": "wrong_recipient"}, nullable=("exposure",))
@@ -48,17 +48,17 @@ def table22(df: pl.DataFrame, ctx: Context) -> Table:
         sub = ok.filter(pl.col("defense") == d)
         rows.append({"defense": d, "paper_name": PAPER_ALIAS.get(d, d), "N": sub.height,
                      **X.errors(df.filter(pl.col("defense") == d)),
-                     "exposure": _mean(sub, "exposed"), "exposure_na": X.na(sub, "exposed"),
-                     "harm_attempt": _mean(sub, "harm_attempt"),
-                     "committed_violation": _mean(sub, "committed_harm"),
+                     "exposure": column_mean(sub, "exposed"), "exposure_na": X.na(sub, "exposed"),
+                     "harm_attempt": column_mean(sub, "harm_attempt"),
+                     "committed_violation": column_mean(sub, "committed_harm"),
                      "model_actions": int(sub["n_model_actions"].sum()),
                      "valid_proposal": _ratio(sub, "n_valid_proposals", "n_model_actions"),
                      "parse_failure": _ratio(sub, "n_parse_failures", "n_model_actions"),
                      "invalid_tool": _ratio(sub, "n_invalid_tool", "n_model_actions"),
                      "truncated": _ratio(sub, "n_truncated", "n_model_calls"),
-                     "parse_failure_rollout_mean": _mean(sub, "parse_failure_rate"),
-                     "repeated_calls": _mean(sub, "repeated_calls"),
-                     "benign_completion": _mean(sub, "benign_success")})
+                     "parse_failure_rollout_mean": column_mean(sub, "parse_failure_rate"),
+                     "repeated_calls": column_mean(sub, "repeated_calls"),
+                     "benign_completion": column_mean(sub, "benign_success")})
     note = f" {ALIAS_NOTE}" if "taint_only_v1" in ctx.defenses else ""
     return Table("table22_interface_diagnostic", ctx.caption(
         "Model-interface diagnostic (Table 22): exposure, harm attempts, committed "

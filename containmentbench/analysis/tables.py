@@ -75,7 +75,7 @@ class Context:
                 f"{', '.join(self.tool_modes) or 'n/a'}; {exposure}.")
 
 
-def _mean(sub: pl.DataFrame, col: str) -> float | None:
+def column_mean(sub: pl.DataFrame, col: str) -> float | None:
     return fmean(sub[col])
 
 
@@ -84,8 +84,8 @@ def _pooled(sub: pl.DataFrame, num: str, den: str) -> float | None:
     return float(sub[num].drop_nulls().sum() / d) if d else None
 
 
-def _per_defense(df: pl.DataFrame, stage: str, ctx: Context,
-                 columns: Mapping[str, str], nullable: Sequence[str] = ()) -> pl.DataFrame:
+def per_defense(df: pl.DataFrame, stage: str, ctx: Context,
+                columns: Mapping[str, str], nullable: Sequence[str] = ()) -> pl.DataFrame:
     """One row per defense present in the stage: N, the rollouts excluded (provider error,
     context overflow; ``<label>_na`` for the labels in ``nullable``, analysis/exclusions.py)
     and the mean of each metric over the cell's outcome rollouts (eq. 7)."""
@@ -97,7 +97,7 @@ def _per_defense(df: pl.DataFrame, stage: str, ctx: Context,
         sub = base.filter(pl.col("defense") == d)
         if cell.height:
             row = {"defense": d, "N": sub.height, **X.errors(cell),
-                   **{label: _mean(sub, m) for label, m in columns.items()}}
+                   **{label: column_mean(sub, m) for label, m in columns.items()}}
             rows.append(X.with_na(row, cell, dict(columns), nullable))
     return pl.DataFrame(rows)
 
@@ -119,7 +119,7 @@ def table03(df: pl.DataFrame, ctx: Context) -> Table:
 
 
 def table09(df: pl.DataFrame, ctx: Context) -> Table:
-    frame = _per_defense(df, "security", ctx, {
+    frame = per_defense(df, "security", ctx, {
         "exposure": "exposed", "exact_goal_proposal": "fn_exact_proposal",
         "policy_violation": "committed_harm", "wrong_recipient": "wrong_recipient",
         "secret_leak": "secret_leakage", "logged_spread": "blast_radius_norm"},
@@ -136,8 +136,8 @@ def _fp(sub: pl.DataFrame) -> dict[str, Any]:
     confirmation) over the rollout's authorized opportunities, averaged over the rollouts
     where it is defined), with the pooled ratio of sums kept beside it."""
     has = sub.filter(pl.col("authorized_opportunities").fill_null(0) > 0)
-    return {"fp_block": _mean(has, "false_positive_block_rate"),
-            "fp_confirm": _mean(has, "false_positive_confirm_rate"),
+    return {"fp_block": column_mean(has, "false_positive_block_rate"),
+            "fp_confirm": column_mean(has, "false_positive_confirm_rate"),
             "fp_rollouts": has.height, "fp_na": sub.height - has.height,
             "fp_block_pooled": _pooled(has, "fp_block_count", "authorized_opportunities"),
             "fp_confirm_pooled": _pooled(has, "fp_confirm_count", "authorized_opportunities")}
@@ -156,14 +156,14 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
         rows.append({"defense": d, "active_N": a.height,
                      "active_excluded_provider_error": ea["excluded_provider_error"],
                      "active_excluded_context_overflow": ea["excluded_context_overflow"],
-                     "active_exposure": _mean(a, "exposed"),
+                     "active_exposure": column_mean(a, "exposed"),
                      "active_exposure_na": X.na(a, "exposed"),
-                     "authorized_completion": _mean(a, "authorized_tainted_action_success"),
+                     "authorized_completion": column_mean(a, "authorized_tainted_action_success"),
                      **_fp(a),
                      "clean_N": c.height,
                      "clean_excluded_provider_error": ec["excluded_provider_error"],
                      "clean_excluded_context_overflow": ec["excluded_context_overflow"],
-                     "clean_completion": _mean(c, "clean_benign_completion")})
+                     "clean_completion": column_mean(c, "clean_benign_completion")})
     return Table("table11_utility", ctx.caption(
         "Utility stages (Table 11): exposure of the active-tainted rollouts (untrusted "
         "material in a model call's context), authorized tainted-action completion (eq. 6, "
@@ -279,7 +279,7 @@ def table14(sens: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
 
 
 def table15(df: pl.DataFrame, ctx: Context) -> Table:
-    frame = _per_defense(df, "memory_recovery", ctx, {
+    frame = per_defense(df, "memory_recovery", ctx, {
         "reinfection": "memory_reinfection", "recovery": "recovery_success",
         "rollback": "rollback_count", "rolled_back_harm": "rolled_back_harm",
         "rolled_back_required": "rolled_back_required", "confirmations": "confirmation_burden",

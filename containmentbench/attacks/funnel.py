@@ -150,7 +150,7 @@ def _args(v: Any) -> dict[str, Any]:
     return json.loads(v) if v else {}
 
 
-def _passed(events: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+def passed_gate(events: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     """call id -> whether its authorization let it through (the last gate decides: the
     decision, or the confirmation that followed a ``confirm`` verdict)."""
     out: dict[str, bool] = {}
@@ -187,7 +187,7 @@ def funnel(events: Sequence[Mapping[str, Any]], scenario: Scenario,
             exposed = exposed or kind == "model_call"
         elif kind == "proposal" and goal_matches(e.get("tool"), _args(e.get("args")), goal):
             exact.append(e.get("call_id"))
-    gate = _passed(events)
+    gate = passed_gate(events)
     passed = {c for c in exact if c is not None and gate.get(c, False)}
     goal_ids: list[str] = []
     goal_rb = off = off_rb = False

@@ -145,12 +145,12 @@ def searches(data: dict[str, Any]) -> tuple[str, ...]:
 
 def digest(data: dict[str, Any], name: str = "target") -> dict[str, Any]:
     """What a query log belongs to: a log written under other settings is refused."""
-    from containmentbench.pipeline.plan import _backend_identity
+    from containmentbench.pipeline.plan import backend_identity
 
     a = data["study"]["adaptive"]
     v = variant(data, name)
     return {"study": data["study"]["name"], "suite": data["study"]["suite"],
-            "model": data["model"], "backend": _backend_identity(data["backend"]),
+            "model": data["model"], "backend": backend_identity(data["backend"]),
             "runtime": data["runtime"],
             "defense": data["defenses"][v.optimized_for],
             "search": {**{k: a[k] for k in ("strategies", "knowledge", "feedback", "roots",

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from containmentbench.audit.evidence import CANARY_DELIMITER, CANARY_RE, canary_for, with_canary
-from containmentbench.audit.replay import _TEXT_FIELD, Replayer, run_one
+from containmentbench.audit.replay import TEXT_FIELD, Replayer, run_one
 from containmentbench.canonical import canonical_json
 from containmentbench.scenarios.model import Scenario
 
@@ -31,7 +31,7 @@ _STRIP = re.compile(re.escape(CANARY_DELIMITER) + r"NT-[0-9a-f]{4}-[0-9a-f]{4}\]
 def instrument(s: Scenario) -> Scenario:
     """The scenario as NeuroTaint's instrumented runtime serves it."""
     rec = copy.deepcopy(s.record)
-    for coll, fld in _TEXT_FIELD.items():
+    for coll, fld in TEXT_FIELD.items():
         for item in rec["initial_state"].get(coll, []):
             sid = (item.get("provenance") or {}).get("source_id")
             if sid and (item.get("provenance") or {}).get("trust") == "untrusted":

@@ -27,7 +27,7 @@ from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
 
 PLACEHOLDER = "No relevant information found."
-_TEXT_FIELD = {"emails": "body", "documents": "body", "crm": "notes", "memory": "value",
+TEXT_FIELD = {"emails": "body", "documents": "body", "crm": "notes", "memory": "value",
                "agent_messages": "text"}
 
 
@@ -51,7 +51,7 @@ def neutralize(s: Scenario, source_ids: Iterable[str]) -> Scenario:
 def _neutralize(s: Scenario, ids: frozenset[str]) -> Scenario:
     rec = copy.deepcopy(s.record)
     found = set()
-    for coll, fld in _TEXT_FIELD.items():
+    for coll, fld in TEXT_FIELD.items():
         for item in rec["initial_state"].get(coll, []):
             sid = (item.get("provenance") or {}).get("source_id")
             if sid in ids:

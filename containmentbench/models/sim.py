@@ -84,7 +84,7 @@ def prime_profile(name: str, mapping: dict[str, Any], sha256: str) -> None:
     _PRIMED[name] = (sha256, mapping)
 
 
-def _packaged_profiles() -> dict[str, Any]:
+def packaged_profiles() -> dict[str, Any]:
     """The packaged profiles: plain YAML without interpolation, read with libyaml rather than
     OmegaConf (whose import alone cost every sim rollout job ~0.1 s; a test checks that both
     readers give the same mapping)."""
@@ -105,7 +105,7 @@ def load_profile(name_or_path: str) -> SimProfile:
     primed = _PRIMED.get(name_or_path)
     if primed is not None and primed[0] == packaged_sha256():
         return SimProfile.from_mapping(name_or_path, primed[1], "sim_profiles.yaml")
-    allp = _packaged_profiles()
+    allp = packaged_profiles()
     if name_or_path not in allp:
         raise BenchError(f"unknown sim profile '{name_or_path}' (known: {', '.join(allp)})",
                          field="sim_profile")

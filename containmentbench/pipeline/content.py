@@ -73,9 +73,9 @@ def _profile_digest(name: str, sig: tuple[str, int, int, int]) -> str:
 
         mapping = OmegaConf.to_container(OmegaConf.load(sig[0]), resolve=True)
     else:
-        from containmentbench.models.sim import _packaged_profiles
+        from containmentbench.models.sim import packaged_profiles
 
-        mapping = _packaged_profiles().get(name)
+        mapping = packaged_profiles().get(name)
     # insertion order kept (no sort_keys): reordered weights change the sim's choices
     return hashlib.sha256(json.dumps(mapping).encode()).hexdigest()
 

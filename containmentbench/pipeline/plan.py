@@ -168,7 +168,7 @@ def shard_by_id(data: dict[str, Any], shard_id: str,
     raise BenchError(f"no shard '{shard_id}' in study '{data['study']['name']}'", field="shard")
 
 
-def _backend_identity(backend: dict[str, Any]) -> dict[str, Any]:
+def backend_identity(backend: dict[str, Any]) -> dict[str, Any]:
     """The backend settings that decide what the model answers (operational ones dropped)."""
     out = {k: v for k, v in backend.items() if k not in OPERATIONAL_SETTINGS}
     out["options"] = {k: v for k, v in (backend.get("options") or {}).items()
@@ -180,7 +180,7 @@ def run_key(data: dict[str, Any]) -> str:
     """A hash of what every shard of one run shares (model, backend identity, runtime, study,
     suite, the sim profile's content): two shards with different run keys must never be
     pooled into one table."""
-    return sha256_json({"model": data["model"], "backend": _backend_identity(data["backend"]),
+    return sha256_json({"model": data["model"], "backend": backend_identity(data["backend"]),
                         "decoding": data["decoding"],
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data),
@@ -197,7 +197,7 @@ def shard_key(data: dict[str, Any], shard: Shard) -> str:
     content = scenario_digest(data, shard.scenario_ids)
     return sha256_json({"shard": shard.id, "scenarios": list(shard.scenario_ids),
                         "model": data["model"],
-                        "backend": _backend_identity(data["backend"]),
+                        "backend": backend_identity(data["backend"]),
                         "decoding": data["decoding"],
                         "defense": data["defenses"][shard.defense],
                         "runtime": data["runtime"], "study": data["study"]["name"],

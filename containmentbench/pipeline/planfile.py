@@ -75,9 +75,9 @@ def _sim_profile(data: dict[str, Any]) -> dict[str, Any] | None:
     if data.get("backend", {}).get("name") != "sim" or not isinstance(name, str) \
             or name.endswith((".yaml", ".yml")):
         return None
-    from containmentbench.models.sim import _packaged_profiles, packaged_sha256
+    from containmentbench.models.sim import packaged_profiles, packaged_sha256
 
-    mapping = _packaged_profiles().get(name)
+    mapping = packaged_profiles().get(name)
     if mapping is None or json.loads(json.dumps(mapping)) != mapping:
         return None
     return {"name": name, "sha256": packaged_sha256(), "mapping": mapping}

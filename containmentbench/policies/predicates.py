@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from containmentbench.policies.base import Proposal
 from containmentbench.sandbox.tools import TOOLS
-from containmentbench.scenarios.ledger import _norm, clause_holds
+from containmentbench.scenarios.ledger import clause_holds, norm_value
 from containmentbench.scenarios.model import LedgerEntry, Scenario
 from containmentbench.scenarios.oracle import Committed, violations
 
@@ -24,7 +24,7 @@ def _authorizes(entry: LedgerEntry, field: str, value: object) -> bool:
     """Does the ledger entry authorize this value for an authority field?"""
     if field == entry.target_field:
         values = value if isinstance(value, list) else [value]
-        return all(_norm(v) == _norm(entry.target) for v in values)
+        return all(norm_value(v) == norm_value(entry.target) for v in values)
     clause = entry.predicate.get(field)
     return clause is not None and clause_holds(value, clause)
 

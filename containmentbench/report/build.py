@@ -53,7 +53,7 @@ def rollout_href(rid: str, root: str = "") -> str:
     return f"{root}rollouts/{rid}.html"
 
 
-def _check_frozen(run: RunDir) -> dict[str, str]:
+def check_frozen(run: RunDir) -> dict[str, str]:
     from containmentbench.freeze.manifest import verify
 
     path = run.path / "MANIFEST.json"
@@ -116,7 +116,7 @@ class Report:
         self.run = RunDir(run_dir)
         self.out = Path(out) if out else self.run.path / "report"
         self.force = False
-        self.hashes = None if before_freeze else _check_frozen(self.run)
+        self.hashes = None if before_freeze else check_frozen(self.run)
         mp = self.run.path / "metrics" / "rollout_metrics.parquet"
         if not mp.exists():
             raise BenchError("no metrics/rollout_metrics.parquet (run metrics first)",

@@ -99,8 +99,8 @@ def make_server(run_dir: str | Path, report: str | Path | None = None, port: int
         raise BenchError("no report here (build it with containmentbench report first)",
                          file=str(folder))
     if (run.path / "MANIFEST.json").exists():
-        from containmentbench.report.build import _check_frozen
-        _check_frozen(run)
+        from containmentbench.report.build import check_frozen
+        check_frozen(run)
     metrics = {r["rollout_id"]: r for r in pl.read_parquet(
         run.path / "metrics" / "rollout_metrics.parquet").iter_rows(named=True)}
     handler = partial(Handler, run=run, metrics=metrics, directory=str(folder))

@@ -18,11 +18,11 @@ from containmentbench.sandbox.world import VISIBILITY_ORDER
 from containmentbench.scenarios.model import LedgerEntry
 
 
-def _norm(v: Any) -> Any:
+def norm_value(v: Any) -> Any:
     if isinstance(v, str):
         return v.strip().lower()
     if isinstance(v, list):
-        return sorted(_norm(x) for x in v)
+        return sorted(norm_value(x) for x in v)
     return v
 
 
@@ -37,12 +37,12 @@ def clause_holds(value: Any, clause: Mapping[str, Any]) -> bool:
     if value is None:
         return False
     if op == "eq":
-        return _norm(value) == _norm(want)
+        return norm_value(value) == norm_value(want)
     if op == "in":
-        allowed = {_norm(x) for x in want}
+        allowed = {norm_value(x) for x in want}
         if isinstance(value, list):
-            return all(_norm(x) in allowed for x in value)
-        return _norm(value) in allowed
+            return all(norm_value(x) in allowed for x in value)
+        return norm_value(value) in allowed
     text = " ".join(value) if isinstance(value, list) else str(value)
     text = text.lower()
     if op == "contains":
@@ -59,8 +59,8 @@ def clause_holds(value: Any, clause: Mapping[str, Any]) -> bool:
 def _target_holds(entry: LedgerEntry, args: Mapping[str, Any]) -> bool:
     value = args.get(entry.target_field)
     if isinstance(value, list):
-        return _norm(value) == [_norm(entry.target)]
-    return value is not None and _norm(value) == _norm(entry.target)
+        return norm_value(value) == [norm_value(entry.target)]
+    return value is not None and norm_value(value) == norm_value(entry.target)
 
 
 def _present(value: Any) -> bool:

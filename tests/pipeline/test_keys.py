@@ -19,7 +19,7 @@ SMALL = ["study=smoke", "study.seeds=[1]", "study.defenses=[none]"]
 def test_edited_sim_profile_file_changes_the_keys(tmp_path):
     import yaml
 
-    from containmentbench.models.sim import _packaged_profiles
+    from containmentbench.models.sim import packaged_profiles as _packaged_profiles
 
     prof = tmp_path / "mine.yaml"
     mapping = _packaged_profiles()["default"]

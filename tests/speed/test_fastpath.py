@@ -96,7 +96,7 @@ def test_packaged_sim_profiles_read_as_omegaconf_reads_them():
 
     from omegaconf import OmegaConf
 
-    from containmentbench.models.sim import _packaged_profiles
+    from containmentbench.models.sim import packaged_profiles as _packaged_profiles
 
     text = resources.files("containmentbench.models").joinpath("sim_profiles.yaml").read_text()
     assert "${" not in text  # no interpolation for libyaml to miss
