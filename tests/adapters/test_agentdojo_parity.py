@@ -27,7 +27,7 @@ def _labels(suite, users, injections, defense="none"):
     cfg = R.RunSettings("test", suite, load_policy(defense), 1)
     specs = R.specs_for(suite, users, injections, "direct")
     outs = R.run_specs(cfg, specs)
-    return [R._label_row(cfg, o) for o in outs], R.shard_tables(cfg, outs)
+    return [R.label_row(cfg, o) for o in outs], R.shard_tables(cfg, outs)
 
 
 # (clean user tasks, user tasks paired with every injection task); None = all

@@ -80,7 +80,7 @@ def test_provider_error_is_an_error_never_an_outcome():
                    backend={"name": "openai"})
     spec = T.task_spec("banking", "user_task_0", "injection_task_0", "direct")
     o = R.run_adapter(cfg, spec)
-    row = R._label_row(cfg, o)
+    row = R.label_row(cfg, o)
     assert o.status == "error" and "APIConnection" in o.error
     assert row["adapter_security"] is None and row["native_security"] is None
     assert row["trace_violation"] is None and not row["parity_applicable"]
@@ -155,7 +155,7 @@ def test_served_pipeline_goes_through_the_gateway(monkeypatch):
                             {"name": "vllm"}, decoding=decoding,
                             backend_config=BackendConfig("vllm", "scripted", tool_mode="native"))
         o = R.run_adapter(cfg, spec)
-        rows[d] = (o, R._label_row(cfg, o))
+        rows[d] = (o, R.label_row(cfg, o))
     o, lab = rows["none"]
     kinds = [e["kind"] for e in o.rec.events]
     assert o.status == "ok" and kinds.count("model_call") == 2 and kinds.count("proposal") == 2

@@ -41,7 +41,7 @@ def qualify(base: R.RunSettings, user_ids: Sequence[str], seeds: Sequence[int],
         cfg = replace(base, seed=int(seed), native=True)
         specs = R.specs_for(base.suite, user_ids, None, base.attack, stages=("clean",))
         for o in R.run_specs(cfg, specs):
-            lab = R._label_row(cfg, o)
+            lab = R.label_row(cfg, o)
             t = per[o.spec.user_id]
             rows += 1
             t["rows"] += 1

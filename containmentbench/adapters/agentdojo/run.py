@@ -159,7 +159,7 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
                    time.perf_counter() - t0, t0 - t_native, rt.calls, native_calls)
 
 
-def _label_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
+def label_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
     ev = o.rec.events
     gap = L.linkage(ev, o.native_calls)
     err = o.status == "error"
@@ -258,7 +258,7 @@ def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.
     rows, lab = [], []
     for o in outcomes:
         rows.append(_rollout_row(cfg, o))
-        lab.append(_label_row(cfg, o))
+        lab.append(label_row(cfg, o))
         for k, v in o.rec.columns(names).items():
             ev_cols[k].extend(v)
         for k, v in o.rec.edge_columns().items():
