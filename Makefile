@@ -47,9 +47,12 @@ run: $(VENV)/.run-deps
 	@echo "tables, figures: $(RUN)/tables/ $(RUN)/figures/; manifest: $(RUN)/MANIFEST.json"
 	@$(BIN)/containmentbench headline study=$(STUDY)
 
+# the suite runs on every core (pytest-xdist); a test module stays on one worker, so its
+# module-scoped study fixtures are built once (TEST_WORKERS=0 runs it in one process)
+TEST_WORKERS ?= auto
 test: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check containmentbench tests bench slurm
