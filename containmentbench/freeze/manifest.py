@@ -36,6 +36,7 @@ from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
 from containmentbench.integrity import frozen
 from containmentbench.integrity.frozen import COVERED_DIRS, COVERED_FILES
+from containmentbench.integrity.inputs import read_json
 from containmentbench.integrity.keys import ALG, check_record, equal, key_id, load_key, mac
 from containmentbench.integrity.paths import inside
 from containmentbench.progress import progress
@@ -205,15 +206,7 @@ _DERIVED = ("suites", "policies", "seeds", "models", "backends", "decodings", "t
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise BenchError("not UTF-8 text", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno) \
-            from None
-    except RecursionError:
-        raise BenchError("JSON nested too deeply", file=str(path)) from None
+    manifest = read_json(path, MANIFEST)
     if not isinstance(manifest, dict):
         raise BenchError("expected a JSON object", file=str(path))
     for key, kind in (("files", dict), ("scenario_manifests", dict)):
