@@ -28,11 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from containmentbench.analysis.bootstrap import (  # noqa: E402
-    _atoms,
-    _kernel_costs,
     cluster_bootstrap,
     pair_bootstrap,
 )
+from containmentbench.analysis.resample import _atoms, _kernel_costs  # noqa: E402
 
 N_RESAMPLES = 10_000
 SEEDS_PER_SCENARIO = 5

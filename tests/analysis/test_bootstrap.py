@@ -20,15 +20,13 @@ from scipy import stats
 
 from containmentbench.analysis.bootstrap import (
     Interval,
-    _atoms,
-    _bootstrap_distribution,
-    _lattice_cdf,
     cluster_bootstrap,
     pair_bootstrap,
     percentile_interval,
     win_rate,
     zero_event_bounds,
 )
+from containmentbench.analysis.resample import _atoms, _lattice_cdf, bootstrap_distribution
 
 # -------------------------------------------------------------------- shared data
 
@@ -110,7 +108,7 @@ def test_zero_event_bounds_reject_bad_n(bad):
 
 def test_index_kernel_reproduces_scipy_pair_bootstrap_exactly():
     x = np.random.default_rng(3).normal(size=73)
-    ours, kernel = _bootstrap_distribution(
+    ours, kernel = bootstrap_distribution(
         x, None, 3000, np.random.default_rng(11), None, kernel="index"
     )
     ref = stats.bootstrap(
@@ -127,7 +125,7 @@ def test_index_kernel_reproduces_scipy_cluster_bootstrap_exactly():
     clusters = rng.integers(0, 40, 200)
     values = rng.normal(size=200)
     sums, counts = _cluster_arrays(values, np.unique(clusters, return_inverse=True)[1])
-    ours, _ = _bootstrap_distribution(
+    ours, _ = bootstrap_distribution(
         sums, counts, 2500, np.random.default_rng(5), 64, kernel="index"
     )
     ref = stats.bootstrap(
@@ -198,7 +196,7 @@ def _kernel_runs(sums, counts, n_resamples, seed):
     out = {}
     for i, (name, kw) in enumerate(runs.items()):
         rng = np.random.default_rng([seed, i])
-        out[name] = _bootstrap_distribution(sums, counts, n_resamples, rng, None, **kw)[0]
+        out[name] = bootstrap_distribution(sums, counts, n_resamples, rng, None, **kw)[0]
     return out
 
 
@@ -232,11 +230,11 @@ def test_all_kernels_draw_the_same_distribution(kind):
 def test_multinomial_shortcut_matches_index_resampling_on_binary_pairs():
     # The headline use: k = 3 distinct deltas {-1, 0, 1} among 2520 pairs.
     x = _binary_deltas(2520, 0.55, 0.52, 9)
-    d_index = _bootstrap_distribution(x, None, 20_000, np.random.default_rng(1), None, "index")[0]
-    d_multi = _bootstrap_distribution(
+    d_index = bootstrap_distribution(x, None, 20_000, np.random.default_rng(1), None, "index")[0]
+    d_multi = bootstrap_distribution(
         x, None, 20_000, np.random.default_rng(2), None, "multinomial", heavy_min=1
     )[0]
-    d_lattice = _bootstrap_distribution(x, None, 20_000, np.random.default_rng(3), None, "lattice")[
+    d_lattice = bootstrap_distribution(x, None, 20_000, np.random.default_rng(3), None, "lattice")[
         0
     ]
     for other in (d_multi, d_lattice):
@@ -285,7 +283,7 @@ def test_lattice_uses_the_gcd_step():
 
 
 def _default_kernel(sums, counts=None):
-    return _bootstrap_distribution(sums, counts, 10_000, np.random.default_rng(0), None)[1]
+    return bootstrap_distribution(sums, counts, 10_000, np.random.default_rng(0), None)[1]
 
 
 def test_default_kernel_choice_uses_the_fast_paths():
@@ -366,11 +364,11 @@ def test_batching_never_changes_the_result(kind):
         ("multinomial", 3),
         ("multinomial", 10**9),
     ]:
-        ref = _bootstrap_distribution(
+        ref = bootstrap_distribution(
             sums, counts, 701, np.random.default_rng(1), None, kernel, heavy_min
         )[0]
         for batch in (1, 2, 7, 700, 10_000):
-            got = _bootstrap_distribution(
+            got = bootstrap_distribution(
                 sums, counts, 701, np.random.default_rng(1), batch, kernel, heavy_min
             )[0]
             np.testing.assert_array_equal(got, ref, err_msg=f"{kernel} {heavy_min} {batch}")
@@ -378,9 +376,9 @@ def test_batching_never_changes_the_result(kind):
 
 def test_batching_never_changes_the_lattice_result():
     x = _binary_deltas(333, 0.3, 0.6, 2)
-    ref = _bootstrap_distribution(x, None, 999, np.random.default_rng(3), None, "lattice")[0]
+    ref = bootstrap_distribution(x, None, 999, np.random.default_rng(3), None, "lattice")[0]
     for batch in (1, 10, 998):
-        got = _bootstrap_distribution(x, None, 999, np.random.default_rng(3), batch, "lattice")
+        got = bootstrap_distribution(x, None, 999, np.random.default_rng(3), batch, "lattice")
         np.testing.assert_array_equal(got[0], ref)
 
 
@@ -426,7 +424,7 @@ def test_batch_bounds_the_number_of_indices_in_memory(monkeypatch, kernel, heavy
     )
     x = np.random.default_rng(0).normal(size=500)
     rng = _RecordingGenerator(real(np.random.PCG64(1)), sizes)
-    _bootstrap_distribution(x, None, 1000, rng, 9, kernel, heavy_min)
+    bootstrap_distribution(x, None, 1000, rng, 9, kernel, heavy_min)
     assert len(sizes) > 100  # 1000 resamples in blocks of <= 9
     assert max(sizes) <= 9 * x.size
 
@@ -452,7 +450,7 @@ def test_single_pair():
 def test_two_values_resample_to_the_three_possible_means():
     # Means of two draws from {0, 1}: 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4.
     for kernel in ("index", "multinomial", "lattice"):
-        d = _bootstrap_distribution(
+        d = bootstrap_distribution(
             np.array([0.0, 1.0]), None, 40_000, np.random.default_rng(0), None, kernel, 1
         )[0]
         values, freq = np.unique(d, return_counts=True)
@@ -472,7 +470,7 @@ def test_cluster_statistic_is_the_mean_over_retained_rows():
     assert (iv.low, iv.high) == (0.0, 1.0)
     sums, counts = np.array([3.0, 0.0]), np.array([3.0, 1.0])
     for kernel in ("index", "multinomial"):
-        d = _bootstrap_distribution(
+        d = bootstrap_distribution(
             sums, counts, 40_000, np.random.default_rng(1), None, kernel, 1
         )[0]
         values_, freq = np.unique(d, return_counts=True)
@@ -489,13 +487,13 @@ def test_one_row_per_cluster_equals_the_pair_bootstrap(kind):
     assert cluster.n_clusters == cluster.n == pair.n
     # With shuffled labels the units are reordered: same distribution, other draws.
     labels = np.random.default_rng(0).permutation(values.size).astype(str)
-    shuffled = _bootstrap_distribution(
+    shuffled = bootstrap_distribution(
         *_cluster_arrays(values, np.unique(labels, return_inverse=True)[1]),
         20_000,
         np.random.default_rng(4),
         None,
     )[0]
-    plain = _bootstrap_distribution(values, None, 20_000, np.random.default_rng(5), None)[0]
+    plain = bootstrap_distribution(values, None, 20_000, np.random.default_rng(5), None)[0]
     assert stats.ks_2samp(shuffled, plain).pvalue > 0.001
 
 
