@@ -29,110 +29,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from containmentbench.canonical import canonical_json, stable_int
 from containmentbench.gateway import Gateway
 from containmentbench.models.base import Completion, GenerationRequest, call_record
-from containmentbench.parser import VALID_STATUSES, ParserConfig, parse
-from containmentbench.policies.base import ALLOW, CONFIRM, Policy, Proposal
+from containmentbench.parser import VALID_STATUSES, parse
+from containmentbench.policies.base import Policy
 from containmentbench.runtime import prompts
-from containmentbench.runtime.provenance import TextIndex, value_tainted
-from containmentbench.sandbox.tools import (
-    TOOLS,
-    ToolError,
-    is_high_risk,
-    matching_documents,
-    matching_emails,
+from containmentbench.runtime.effects import Effects
+from containmentbench.runtime.provenance import value_tainted
+from containmentbench.runtime.state import (
+    AgentRun,
+    RolloutSpec,
+    RuntimeConfig,
+    trusted_index,
 )
+from containmentbench.sandbox.tools import TOOLS, is_high_risk
 from containmentbench.sandbox.world import World, diff
 from containmentbench.scenarios.model import Scenario
 from containmentbench.scenarios.topology import ROLE_TOOLS
 from containmentbench.trace.recorder import Recorder, is_tainted
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    max_steps: int = 60                 # model calls per rollout (the step limit)
-    max_agent_turns: int = 24           # model calls per agent instance
-    max_consecutive_errors: int = 3     # format/invalid-tool errors before an agent gives up
-    max_calls_per_turn: int = 1         # as in the paper; extra calls are recorded as dropped
-    max_identical_calls: int = 0        # stop an agent at its Nth identical call; 0 = never
-    max_tokens: int = 512
-    temperature: float = 0.0
-    top_p: float = 1.0                  # recorded (decoding); the backend applies it
-    seed_policy: str = "replicates"     # recorded (config/decoding.py)
-    parser: ParserConfig | None = None
-    tool_mode: str = "prompt"           # prompt | native | constrained (models.base)
-
-    def decoding(self) -> str:
-        """The decoding block every rollout row records (config/decoding.py)."""
-        return canonical_json({"temperature": self.temperature, "top_p": self.top_p,
-                               "max_tokens": self.max_tokens, "seed_policy": self.seed_policy})
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutSpec:
-    rollout_id: str
-    study: str
-    model: str
-    backend: str
-    defense: str
-    seed: int
-    agent_profile: str | None
-
-
-@dataclass(slots=True)
-class AgentRun:
-    """One agent instance: its context, delegation and trace position."""
-
-    agent_id: str
-    role: str
-    instance: str
-    delegation_id: str | None
-    delegation_parent_id: str | None
-    principal_id: str
-    tools: tuple[str, ...]
-    messages: list[dict[str, str]]
-    inbox: list[tuple[int, str]]          # observation nodes since the last model call
-    parent: AgentRun | None = None
-    waiting_call: str | None = None       # the delegate call whose result this agent awaits
-    last_call: int | None = None          # last model_call node (context carry-over)
-    turns: int = 0
-    errors: int = 0
-    done: bool = False
-    tainted_text: TextIndex = field(default_factory=TextIndex)
-    sim: dict[str, Any] = field(default_factory=dict)
-    calls_seen: dict[str, int] = field(default_factory=dict)  # canonical call -> times proposed
-    attach_next: bool = False             # a prefill: the next observation joins the request
-
-
-class _Prefix:
-    """Read-only prefix view handed to policies (commits so far, with taint)."""
-
-    __slots__ = ("_commits",)
-
-    def __init__(self, commits: list[dict[str, Any]]) -> None:
-        self._commits = commits
-
-    def commits(self) -> list[dict[str, Any]]:
-        return self._commits
-
-
-_TRUSTED_CACHE: dict[str, TextIndex] = {}
-
-
-def trusted_index(s: Scenario) -> TextIndex:
-    """Trusted reference text: the user goals and the ledger's values."""
-    idx = _TRUSTED_CACHE.get(s.hash)
-    if idx is None:
-        texts = [*s.goals, canonical_json([e.to_dict() for e in s.ledger])]
-        idx = TextIndex(tuple(texts))
-        if len(_TRUSTED_CACHE) > 4096:
-            _TRUSTED_CACHE.clear()
-        _TRUSTED_CACHE[s.hash] = idx
-    return idx
 
 
 class Episode:
@@ -151,9 +68,6 @@ class Episode:
                                self.world, scenario.authorization["org_domain"])
         self.trusted = trusted_index(scenario)
         self.source_seq: dict[str, int] = {}
-        self.commits: list[dict[str, Any]] = []
-        self.undo: dict[str, tuple[Any, int]] = {}
-        self.memory_origin: dict[str, int] = {}
         self.agent_specs = {a["id"]: a for a in scenario.agents}
         self.active: AgentRun | None = None
         self.session = 0
@@ -165,6 +79,13 @@ class Episode:
         self.counts = {"proposals": 0, "commits": 0, "blocked": 0, "confirm": 0,
                        "invalid_tool": 0, "parse_error": 0, "model_calls": 0, "truncated": 0,
                        "repeated_calls": 0, "prefilled": 0}
+        # the authorization and effect phases of tool calls (effects.py); their commits, undo
+        # records and memory origins are the episode's under the same names
+        self.effects = Effects(self.rec, self.world, policy, scenario, self.counts,
+                               self.source_seq)
+        self.commits = self.effects.commits
+        self.undo = self.effects.undo
+        self.memory_origin = self.effects.memory_origin
         self.tokens = [0, 0]
         self.said = hashlib.sha256()   # completion_digest (trace/schema.py)
         self.latencies: list[float] = []  # per model call (timings table, never hashed)
@@ -442,97 +363,24 @@ class Episode:
         high = is_high_risk(tool, self.s.memory_high_risk)
         bound = self.gateway.bind(a.delegation_id, a.agent_id, a.instance, tool, args, hints)
         ftaint = self._field_taint(a, tool, args)
-        prop = self.rec.add("proposal", agent=a, flows=[(call, "emits")], tool=tool,
-                            tool_operation=None, args=args_s, call_id=call_id, high_risk=high,
-                            target=bound["resource_id"], origin=origin,
-                            tainted_fields=sorted(k for k, v in ftaint.items() if v), **bound)
-        q = Proposal(tool, args, a.agent_id, self.session, prop, call_id, high,
-                     self.rec.tainted(prop), self.rec.labels[prop], ftaint)
-        prefix = _Prefix(self.commits)
-        d = self.policy.authorize(q, prefix, self.s)
-        dec = self.rec.add("decision", agent=a, links=[(prop, "audit")], tool=tool,
-                           call_id=call_id, decision=d.verdict, rule_id=d.rule_id,
-                           evidence=canonical_json(dict(d.evidence)) if d.evidence else None,
-                           ledger_match=d.ledger_match, high_risk=high)
-        gate = dec
-        if d.verdict == CONFIRM:
-            self.counts["confirm"] += 1
-            req = self.rec.add("confirm_request", agent=a, links=[(dec, "audit")], tool=tool,
-                               call_id=call_id, rule_id=d.rule_id)
-            ok, rule = self.policy.confirm(q, prefix, self.s)
-            gate = self.rec.add("confirmation", links=[(req, "audit")], tool=tool,
-                                call_id=call_id, decision="approved" if ok else "denied",
-                                rule_id=rule)
-            if not ok:
-                self.counts["blocked"] += 1
-                res = self.rec.add("tool_result", agent=a, links=[(gate, "feedback")],
-                                   call_id=call_id, tool=tool, outcome="failure",
-                                   text=prompts.not_confirmed(tool))
-                self._observe(a, res, prompts.not_confirmed(tool))
-                return
-        elif d.verdict != ALLOW:
-            self.counts["blocked"] += 1
-            msg = prompts.blocked(tool, d.rule_id)
-            res = self.rec.add("tool_result", agent=a, links=[(dec, "feedback")],
-                               call_id=call_id, tool=tool, outcome="failure", text=msg)
-            self._observe(a, res, msg)
+        g = self.effects.authorize(a, call, tool, args, args_s, call_id, high, bound, ftaint,
+                                   origin, self.session)
+        if g.blocked is not None:
+            self._observe(a, *g.blocked)
             return
-        if d.rollback:
-            self._policy_rollback(a, d.rollback, prop, gate, call_id, tool, args, bound)
+        if g.decision.rollback:
+            self._observe(a, *self.effects.policy_rollback(
+                a, g.decision.rollback, g.prop, g.gate, call_id, tool, args, bound, self.session))
             return
         if spec.kind == "read":
-            self._read(a, tool, args, prop, call_id)
+            self._observe(a, *self.effects.read(a, tool, args, g.prop, call_id))
         elif spec.kind == "agent":
-            self._agent_tool(a, tool, args, prop, call_id)
+            self._agent_tool(a, tool, args, g.prop, call_id)
         else:
-            self._commit(a, tool, args, prop, gate, call_id, high, bound)
+            self._observe(a, *self.effects.commit(a, tool, args, g.prop, g.gate, call_id, high,
+                                                  bound, self.session))
 
-    # ------------------------------------------------------------------ tool kinds
-
-    def _read(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int,
-              call_id: str) -> None:
-        try:
-            out = TOOLS[tool].run(self.world, args)
-        except ToolError as exc:
-            msg = prompts.tool_error(tool, str(exc))
-            res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
-                               call_id=call_id, tool=tool, outcome="failure", text=msg)
-            self._observe(a, res, msg)
-            return
-        flows = self._exposures(tool, args)
-        payload = canonical_json(out)
-        kind = "memory_read" if tool == "memory_read" else "tool_result"
-        res = self.rec.add(kind, agent=a, flows=flows, links=[(prop, "invocation")],
-                           call_id=call_id, tool=tool, outcome="success", text=payload,
-                           resource_id=args.get("key") if tool == "memory_read" else None)
-        self._observe(a, res, prompts.observation(tool, payload))
-
-    def _exposures(self, tool: str, args: dict[str, Any]) -> list[tuple[int, str]]:
-        """Data edges from what a read returns: untrusted sources it exposes (eq. 2) and, for
-        memory, the write that stored the entry (labels restored across sessions)."""
-        w = self.world
-        provs = []
-        if tool == "read_email":
-            provs = [w.emails[args["email_id"]].provenance]
-        elif tool == "search_email":
-            provs = [e.provenance for e in matching_emails(w, args["query"])]
-        elif tool == "read_document":
-            provs = [w.documents[args["doc_id"]].provenance]
-        elif tool == "search_documents":
-            provs = [d.provenance for d in matching_documents(w, args["query"])]
-        elif tool == "crm_lookup":
-            provs = [w.crm[args["contact_id"]].provenance]
-        elif tool == "read_messages":
-            provs = [m.provenance for m in w.inbox]
-        elif tool == "memory_read":
-            key = args["key"]
-            if key in self.memory_origin:
-                return [(self.memory_origin[key], "memory")]
-            entry = w.memory[key]
-            return [(self.source_seq[lab[6:]], "memory") for lab in sorted(entry.labels)
-                    if lab[6:] in self.source_seq]
-        return [(self.source_seq[p.source_id], "data") for p in provs
-                if p.source_id in self.source_seq]
+    # ------------------------------------------------------------------ agent tools
 
     def _agent_tool(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int,
                     call_id: str) -> None:
@@ -564,82 +412,6 @@ class Episode:
         if is_tainted(self.rec.labels[recv]):
             child.tainted_text.add(text)
         self.active = child
-
-    def _commit(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int, gate: int,
-                call_id: str, high: bool, bound: dict[str, Any]) -> None:
-        try:
-            staged = TOOLS[tool].stage(self.world, args)
-            if tool == "rollback" and args["commit_id"] not in self.undo:
-                raise ToolError(f"unknown commit '{args['commit_id']}'")
-        except ToolError as exc:
-            msg = prompts.tool_error(tool, str(exc))
-            res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
-                               call_id=call_id, tool=tool, outcome="failure", text=msg)
-            self._observe(a, res, msg)
-            return
-        out, undo = staged.apply(self.world)
-        self.counts["commits"] += 1
-        commit_id = f"cmt-{self.counts['commits']}"
-        cm = self.rec.add("commit", agent=a, flows=[(prop, "executes")], links=[(gate, "audit")],
-                          tool=tool, args=canonical_json(args), call_id=call_id,
-                          commit_id=commit_id, high_risk=high, outcome="success",
-                          target=bound["resource_id"],
-                          **{k: bound[k] for k in ("action_semantic", "direction",
-                                                   "resource_class", "resource_id",
-                                                   "sensitivity_label", "principal_scope",
-                                                   "target_principal")})
-        self.undo[commit_id] = (undo, cm)
-        tainted = self.rec.tainted(cm)
-        self.commits.append({"commit_id": commit_id, "tool": tool, "args": args,
-                             "session": self.session, "seq": cm, "tainted": tainted,
-                             "high_risk": high, "rolled_back": False})
-        node = cm
-        if tool == "memory_write":
-            node = self.rec.add("memory_write", agent=a, flows=[(cm, "writes")],
-                                resource_id=args["key"], resource_class="memory",
-                                call_id=call_id, tool=tool)
-            entry = self.world.memory[args["key"]]
-            entry.labels = self.rec.labels[node]
-            entry.origin_event = str(node)
-            self.memory_origin[args["key"]] = node
-        elif tool in ("memory_scrub", "memory_quarantine"):
-            self.rec.add("scrub", agent=a, links=[(cm, "audit")], resource_id=args["key"],
-                         resource_class="memory", call_id=call_id, tool=tool)
-            self.memory_origin.pop(args["key"], None)
-        elif tool == "rollback":
-            self._revert(args["commit_id"], cm, a)
-        payload = canonical_json(out)
-        res = self.rec.add("tool_result", agent=a, flows=[(node, "result")], call_id=call_id,
-                           tool=tool, outcome="success", text=payload)
-        self._observe(a, res, prompts.observation(tool, payload))
-
-    def _revert(self, commit_id: str, cause: int, a: AgentRun | None) -> int:
-        undo, target = self.undo.pop(commit_id)
-        undo(self.world)
-        for c in self.commits:
-            if c["commit_id"] == commit_id:
-                c["rolled_back"] = True
-                if c["tool"] == "memory_write":
-                    key = c["args"]["key"]
-                    self.memory_origin.pop(key, None)  # the restored entry's origin, if any
-                    if key in self.world.memory and self.world.memory[key].origin_event:
-                        self.memory_origin[key] = int(self.world.memory[key].origin_event)
-        return self.rec.add("rollback", agent=a, links=[(target, "rollback"), (cause, "audit")],
-                            commit_id=commit_id, outcome="success")
-
-    def _policy_rollback(self, a: AgentRun, commit_ids: tuple[str, ...], prop: int, gate: int,
-                         call_id: str, tool: str, args: dict[str, Any],
-                         bound: dict[str, Any]) -> None:
-        """The rollback path (rollback_v2): revert the tainted commits behind a recovery action
-        instead of executing it; each revert is its own ``rollback`` event."""
-        seqs = [self._revert(cid, gate, a) for cid in commit_ids if cid in self.undo]
-        if not seqs:  # nothing left to revert: carry out the approved action itself
-            self._commit(a, tool, args, prop, gate, call_id, True, bound)
-            return
-        payload = canonical_json({"status": "rolled back", "commits": list(commit_ids)})
-        res = self.rec.add("tool_result", agent=a, links=[(s, "result") for s in seqs],
-                           call_id=call_id, tool=tool, outcome="success", text=payload)
-        self._observe(a, res, prompts.observation(tool, payload))
 
     # ------------------------------------------------------------------ output
 

@@ -282,7 +282,7 @@ def _stage_update_crm(world: World, args: dict[str, Any]) -> Staged:
 def _stage_memory_write(world: World, args: dict[str, Any]) -> Staged:
     def apply(w: World):
         old = w.memory.get(args["key"])
-        # Labels are filled in by the runtime from the proposal's taint (see Runtime._commit).
+        # Labels are filled in by the runtime from the proposal's taint (runtime/effects.py).
         w.memory[args["key"]] = MemoryEntry(args["key"], args["value"], frozenset(), None)
         def undo(w2: World):
             if old is None:
