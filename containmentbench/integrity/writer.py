@@ -19,6 +19,10 @@ fails on any write, rename or delete outside this module. The rules, in one plac
   or leftovers whose name carries our tag *and* (for folders) our record; a user's
   ``.data.old-backup`` beside an ``--out`` is never touched. Replaced outputs are moved
   aside, never deleted.
+
+How a temporary is named and recognised, and what a folder's record says, is read by
+:mod:`containmentbench.integrity.records` (no writes there); its names are importable from
+here too.
 """
 
 from __future__ import annotations
@@ -32,8 +36,6 @@ import hashlib
 import io
 import json
 import os
-import re
-import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,69 +43,26 @@ from typing import Any
 
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen
+from containmentbench.integrity.records import (  # noqa: F401  (re-exported: the writer's API)
+    MARKER,
+    RECORD,
+    all_ours,
+    folder_entries,
+    glob_escape,
+    is_our_tmp,
+    kind_of,
+    owner_of,
+    read_record,
+    tmp_path,
+)
 
-RECORD = ".containmentbench-out"
-MARKER = RECORD  # the name earlier code used for the folder record
-_TMP = re.compile(r"\.(?P<name>.+)\.cbtmp-(?P<token>[0-9a-f]{12})-(?P<tag>[0-9a-f]{8})")
 _RENAME_EXCHANGE = 2
-# Folder kinds recognised without a record (written before records existed): only these
-# names, nothing else, may be in such a folder.
-_LEGACY: dict[str, frozenset[str]] = {
-    "shard": frozenset({"rollouts.parquet", "events.parquet", "edges.parquet",
-                        "timings.parquet", "SHA256SUMS", "SHARD.json"}),
-    "reparse": frozenset({"reparse.parquet", "summary.json"}),
-    "suite": frozenset({"MANIFEST.json", "security.jsonl", "memory_recovery.jsonl",
-                        "active_tainted.jsonl", "clean.jsonl"}),
-}
 _ours: set[Path] = set()          # temporaries created by this process
 _forced = contextvars.ContextVar("containmentbench_force", default=False)
 _replaced: dict[Path, Path] = {}  # frozen study root -> this process's .replaced-<n>/
 
 
-# ------------------------------------------------------------------ names and records
-def _tag(name: str, token: str) -> str:
-    return hashlib.sha256(f"containmentbench-tmp\0{name}\0{token}".encode()).hexdigest()[:8]
-
-
-def tmp_path(out: Path) -> Path:
-    """A fresh temporary sibling name for ``out``: a random part and a tag derived from it,
-    so a leftover is recognisable as ours and nothing else is."""
-    out = Path(out)
-    token = secrets.token_hex(6)
-    return out.parent / f".{out.name}.cbtmp-{token}-{_tag(out.name, token)}"
-
-
-def is_our_tmp(p: Path, out_name: str | None = None) -> bool:
-    m = _TMP.fullmatch(p.name)
-    if not m or (out_name is not None and m["name"] != out_name):
-        return False
-    return m["tag"] == _tag(m["name"], m["token"])
-
-
-def _entries(d: Path) -> list[Path]:
-    return sorted(p for p in d.iterdir() if p.name != RECORD)
-
-
-def _read_record(d: Path) -> dict[str, Any] | None:
-    """A folder's record: ``{"kind": ..., "files": {name: kind}}`` (None: no record). The
-    first records were one line of text, the folder's kind."""
-    try:
-        text = (Path(d) / RECORD).read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except (OSError, UnicodeDecodeError):
-        return {"kind": None, "files": {}}
-    if text.startswith("{"):
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            return {"kind": None, "files": {}}
-        files = doc.get("files") if isinstance(doc, dict) else None
-        return {"kind": doc.get("kind") if isinstance(doc, dict) else None,
-                "files": files if isinstance(files, dict) else {}}
-    return {"kind": text.strip() or None, "files": {}}
-
-
+# ------------------------------------------------------------------ records and atomic writes
 def _write_record(d: Path, rec: dict[str, Any]) -> None:
     text = json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n" if rec["files"] \
         else f"{rec['kind'] or 'folder'}\n"
@@ -132,7 +91,7 @@ def _locked(d: Path) -> Iterator[None]:
 def _update_record(d: Path, kind: str | None = None, name: str | None = None,
                    file_kind: str | None = None, drop: str | None = None) -> None:
     with _locked(d):
-        rec = _read_record(d) or {"kind": None, "files": {}}
+        rec = read_record(d) or {"kind": None, "files": {}}
         new = {"kind": kind if kind is not None else rec["kind"], "files": dict(rec["files"])}
         if name is not None:
             new["files"][name] = file_kind
@@ -140,39 +99,6 @@ def _update_record(d: Path, kind: str | None = None, name: str | None = None,
             new["files"].pop(drop, None)
         if new != rec or not (Path(d) / RECORD).exists():
             _write_record(d, new)
-
-
-def kind_of(d: Path) -> str | None:
-    """Which of our outputs a folder is (None: not one of ours)."""
-    rec = _read_record(Path(d))
-    if rec is not None:
-        return rec["kind"]
-    try:
-        names = {p.name for p in _entries(Path(d))}
-    except OSError:
-        return None
-    for kind, allowed in _LEGACY.items():
-        if names and names <= allowed:
-            return kind
-    return None
-
-
-def _all_ours(d: Path, kinds: tuple[str, ...]) -> bool:
-    """Every entry of ``d`` is a file one of ``kinds`` wrote (an empty folder too)."""
-    try:
-        entries = _entries(d)
-    except OSError:
-        return False
-    return all(p.is_file() and not p.is_symlink() and owner_of(p) in kinds for p in entries)
-
-
-def owner_of(path: Path) -> str | None:
-    """The kind of output that wrote ``path`` (its record, or its folder's kind)."""
-    path = Path(path)
-    rec = _read_record(path.parent)
-    if rec is not None and path.name in rec["files"]:
-        return rec["files"][path.name]
-    return kind_of(path.parent)
 
 
 def _fsync_dir(d: Path) -> None:
@@ -205,7 +131,7 @@ def _raw_write(path: Path, data: bytes, sync: bool = True) -> None:
 
 
 def _record(path: Path, kind: str) -> None:
-    rec = _read_record(path.parent)
+    rec = read_record(path.parent)
     if rec is not None and rec["files"].get(path.name) == kind:
         return
     _update_record(path.parent, name=path.name, file_kind=kind)
@@ -218,9 +144,9 @@ def ensure_dir(d: Path, kind: str = "folder") -> Path:
     if d.is_dir() and kind != "folder":
         # a plain parent we made, or a folder a workflow engine made for our outputs (every
         # entry ours): it takes the kind
-        rec = _read_record(d)
+        rec = read_record(d)
         held = rec["kind"] if rec is not None else None
-        if held == "folder" or (held is None and (rec is not None or _all_ours(d, (kind,)))):
+        if held == "folder" or (held is None and (rec is not None or all_ours(d, (kind,)))):
             _update_record(d, kind=kind)
         return d
     missing = []
@@ -247,7 +173,7 @@ def adopt_legacy(d: Path, kind: str, owners: dict[str, str]) -> int:
     record at all is adopted, and the caller decides it is ours (the pipeline: a run folder
     whose ``config.yaml`` names this study and model). Returns the files recorded."""
     d = Path(d)
-    if not d.is_dir() or _read_record(d) is not None:
+    if not d.is_dir() or read_record(d) is not None:
         return 0
     n = 0
     for rel, file_kind in sorted(owners.items()):
@@ -499,12 +425,12 @@ def check_out(out: Path, kind: str, force: bool = False, accept: tuple[str, ...]
                          f"a new or empty folder, or an earlier {kind} output)", file=str(out),
                          field="out")
     try:
-        entries = _entries(out)
+        entries = folder_entries(out)
     except OSError as exc:
         raise BenchError(f"cannot list the folder ({exc.strerror})", file=str(out),
                          field="out") from None
     if entries and kind_of(out) not in (kind, *accept) and \
-            not (kind_of(out) is None and _all_ours(out, (kind, *accept))):
+            not (kind_of(out) is None and all_ours(out, (kind, *accept))):
         raise BenchError(f"refusing to write into a non-empty folder that is not a {kind} "
                          f"output (it holds '{entries[0].name}'); nothing was changed, --force "
                          f"or not: choose a new or empty folder", file=str(out), field="out")
@@ -549,10 +475,6 @@ def clean_leftovers(out: Path, complete: Callable[[Path], bool] | None = None) -
             else:
                 shutil.rmtree(left, ignore_errors=True)
     return kept
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _check_inside_ours(path: Path) -> Path:
