@@ -118,7 +118,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 def _lines(fh: Any, path: Path) -> Any:
     lineno = 0
     try:
-        for lineno, line in enumerate(fh, start=1):  # noqa: B007 (lineno used below)
+        for lineno, line in enumerate(fh, start=1):
             yield lineno, line
     except UnicodeDecodeError:
         raise ValidationError("not UTF-8 text", file=str(path), line=lineno + 1) from None
@@ -160,7 +160,7 @@ def verify_suite(directory: Path) -> list[str]:
     manifest = read_manifest(directory)
     problems: list[str] = []
     seen: set[str] = set()
-    for stage, info in manifest["stages"].items():
+    for info in manifest["stages"].values():
         path = directory / info["file"]
         if not path.exists():
             problems.append(f"{path}: missing")

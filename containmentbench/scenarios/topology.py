@@ -69,13 +69,14 @@ def map_session(topology: str, goal: str, reads: list[dict[str, Any]],
         return head + acting + [done], head + acting_att + [done], att
     material = f"{goal}\n\nSource material:\n{relay}"
     if topology == "supervisor_worker":
-        head = _on("supervisor", session, reads) + [
-            {"agent": "supervisor", "tool": "delegate",
-             "args": {"worker": "worker", "task": material}, "session": session}]
+        head = [*_on("supervisor", session, reads),
+                {"agent": "supervisor", "tool": "delegate",
+                 "args": {"worker": "worker", "task": material}, "session": session}]
         tail = [_final("supervisor", session, "The worker completed the task.")]
         return head + acting + [done] + tail, head + acting_att + [done] + tail, att
     if topology == "peer_chain":
-        head = _on("agent_a", session, reads) + [
+        head = [
+            *_on("agent_a", session, reads),
             {"agent": "agent_a", "tool": "handoff", "args": {"to": "agent_b", "note": material},
              "session": session},
             {"agent": "agent_b", "tool": "lookup_contact", "args": {"name": "corp.local"},
