@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,18 +74,30 @@ def _scenario_texts(suite: str) -> Iterator[tuple[str, str]]:
             yield f"scenarios/{suite}/{p.name}:{i}", line
 
 
-def _trace_texts(run: RunDir) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
+def _nothing_said() -> tuple[str, ...]:
+    return ()
+
+
+Where = str | tuple[str, ...]  # a place, or its parts to be joined with ':' when named
+
+
+def _trace_texts(run: RunDir) -> Iterator[tuple[Where, str, str, Callable[[], tuple[str, ...]]]]:
     """(where, text, kind, what the model had written before it in its rollout) for every
-    text column of every event, one shard at a time."""
+    text column of every event, one shard at a time. The place is named only for a
+    violation, so it comes as its parts (shard, rollout, column). The last item is a
+    function: the model's strings are gathered only for a text that has a hit (few do), and
+    it must be called before the next item is taken (it reads the rollout's events fed so
+    far)."""
     for shard in run.shards:
         rel = shard.relative_to(run.path).as_posix()
         echoes = Echoes()
         t = pq.read_table(shard / "events.parquet", columns=_EVENT_COLS).to_pylist()
         for r in t:
-            said = () if r["kind"] in MODEL_AUTHORED else echoes.said(r["rollout_id"])
+            said = _nothing_said if r["kind"] in MODEL_AUTHORED else \
+                partial(echoes.said, r["rollout_id"])
             for col in _EVENT_TEXT[2:]:
                 if r[col]:
-                    yield f"{rel}:{r['rollout_id']}:{col}", r[col], r["kind"], said
+                    yield (rel, r["rollout_id"], col), r[col], r["kind"], said
             echoes.feed(r)
 
 
@@ -117,18 +130,20 @@ class _Scan:
             hits = self.memo[text] = self.find(text)
         return hits
 
-    def add(self, where: str, text: str, kind: str | None = None,
-            said: tuple[str, ...] = ()) -> None:
+    def add(self, where: Where, text: str, kind: str | None = None,
+            said: Callable[[], tuple[str, ...]] = _nothing_said) -> None:
         self.n += 1
         hits = self._hits(text)
         if hits and kind is not None:  # a trace text: only what the benchmark wrote counts
+            earlier = () if kind in MODEL_AUTHORED else said()
             own = [] if kind in MODEL_AUTHORED else \
-                self._hits(benchmark_part(text, said)) if said else hits
+                self._hits(benchmark_part(text, earlier)) if earlier else hits
             self.model_hits += max(0, len(hits) - len(own))
             hits = own
         if hits:
             if not self.first:
-                self.first.append(f"{where}: {hits[0]}")
+                place = where if isinstance(where, str) else ":".join(where)
+                self.first.append(f"{place}: {hits[0]}")
             self.count += len(hits)
 
     def feed(self, texts: Iterable[tuple[str, str]]) -> _Scan:

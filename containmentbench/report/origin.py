@@ -60,17 +60,26 @@ def model_strings(row: dict[str, Any]) -> list[str]:
 
 class Echoes:
     """The strings each rollout's model has written so far; fed events in ``seq`` order (the
-    order ``trace/io`` stores them in)."""
+    order ``trace/io`` stores them in). A model event's strings are taken out of it (its
+    arguments parsed) only when ``said`` asks for that rollout: the audit asks for the few
+    texts with a hit, not for every event of a study."""
 
     def __init__(self) -> None:
         self._said: dict[str, dict[str, None]] = {}  # rollout -> strings, insertion-ordered
+        self._pending: dict[str, list[dict[str, Any]]] = {}  # fed, not yet taken apart
 
     def said(self, rollout_id: str) -> tuple[str, ...]:
+        pending = self._pending.pop(rollout_id, None)
+        if pending:
+            said = self._said.setdefault(rollout_id, {})
+            for row in pending:
+                for s in model_strings(row):
+                    said[s] = None
         return tuple(self._said.get(rollout_id, ()))
 
     def feed(self, row: dict[str, Any]) -> None:
-        for s in model_strings(row):
-            self._said.setdefault(row["rollout_id"], {})[s] = None
+        if row["kind"] in MODEL_AUTHORED and not row.get("origin"):
+            self._pending.setdefault(row["rollout_id"], []).append(row)
 
 
 def benchmark_part(text: str, said: tuple[str, ...]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import polars as pl
@@ -95,6 +96,11 @@ def test_audit_fails_on_a_real_domain(run_dir, tmp_path, capsys):
     audit = pl.read_parquet(tmp_path / "t" / "table28_integrity_audit.parquet")
     row = audit.filter(pl.col("check") == "local-only domains").row(0, named=True)
     assert row["status"] == "fail" and "gmail.com" in row["first_violation"]
+    # the violation is named by its place: shard folder, rollout, column
+    ev = sorted((copy / "traces").rglob("events.parquet"))[0]
+    rel = ev.parent.relative_to(copy).as_posix()
+    assert re.match(re.escape(rel) + r":r-[0-9a-f]+:text: ", row["first_violation"]), \
+        row["first_violation"]
     # the edited shard no longer matches its checksums either
     row = audit.filter(pl.col("check") == "component-manifest consistency").row(0, named=True)
     assert row["status"] == "fail"
