@@ -19,6 +19,9 @@ rule audit:
     # cores of a laptop run; its tables are identical at 1 and 2 BLAS threads (checked on
     # full_main)
     threads: 1
+    # the longest step after the rollouts: it starts before reparse and the analysis chain
+    # (it and they then share the cores; workflow/rules/metrics.smk runs first)
+    priority: 10
     conda:
         "../envs/containmentbench.yaml"
     resources:

@@ -13,6 +13,9 @@ rule metrics:
         plan=S.plan_digest,
         code=S.code("metrics"),
     threads: S.cluster["metrics_workers"]
+    # first when the rollouts are done: it takes every core it is given for a few seconds,
+    # then the audit (the longest step) runs beside the chain metrics feeds
+    priority: 20
     conda:
         "../envs/containmentbench.yaml"
     resources:
