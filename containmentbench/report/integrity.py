@@ -135,9 +135,11 @@ class _Scan:
         self.n += 1
         hits = self._hits(text)
         if hits and kind is not None:  # a trace text: only what the benchmark wrote counts
-            earlier = () if kind in MODEL_AUTHORED else said()
-            own = [] if kind in MODEL_AUTHORED else \
-                self._hits(benchmark_part(text, earlier)) if earlier else hits
+            if kind in MODEL_AUTHORED:
+                own = []
+            else:
+                earlier = said()
+                own = self._hits(benchmark_part(text, earlier)) if earlier else hits
             self.model_hits += max(0, len(hits) - len(own))
             hits = own
         if hits:
