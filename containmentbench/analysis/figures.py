@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
+from containmentbench.analysis.outputs import figure_names
 from containmentbench.analysis.paired import Settings, stage_rows
 from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_ci, resolve
 from containmentbench.analysis.tables import SIM_NOTE, Context
@@ -247,17 +248,6 @@ def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]
 
 
 #: the stage a figure needs: a study without it gets no such figure (never empty axes)
-NEEDS = {"fig03_authorized_completion": "active_tainted",
-         "fig06_memory_recovery": "memory_recovery"}
-
-
-def figure_names(stages: Sequence[str]) -> list[str]:
-    """The figures ``analyze`` draws for a study with these evidence stages."""
-    return [n for n in ("fig03_authorized_completion", "fig04_operating_points",
-                        "fig05_boundary_vs_ledger", "fig06_memory_recovery")
-            if NEEDS.get(n) is None or NEEDS[n] in stages]
-
-
 def all_figures(df: pl.DataFrame, ctx: Context, s: Settings, pair: Sequence[str],
                 out: Path, pool: IntervalPool | None = None) -> tuple[list[Table], list[Path]]:
     """Every figure the study's stages support and its source table; the intervals of all

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from containmentbench.analysis.bootstrap import Interval
+from containmentbench.analysis.outputs import plain, settings_of
 from containmentbench.analysis.paired import (
     Comparison,
     Settings,
@@ -35,45 +36,19 @@ from containmentbench.analysis.paired import (
 )
 from containmentbench.analysis.parallel import IntervalPool, pool_for, submit_many
 from containmentbench.analysis.seeds import interval_rows
-from containmentbench.canonical import sha256_file, sha256_json
+from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen, writer
 from containmentbench.progress import Progress
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
 
-# The analysis-config keys each part reads (the rest feed the tables rule directly).
-KEYS = {
-    "sensitivity": ("stage_contribution", "sensitivity", "attribution"),
-    "bootstrap": ("resamples", "confidence", "seed", "max_batch_elements", "comparisons",
-                  "sweep", "divergence"),
-}
 # bumped whenever the part layout changes; an older file is refused, not misread
 # (2: comparisons carry n_seeds and distinct_traces; 3: Tables 13-14 frames carry the
 # rollouts each row leaves out, analysis/exclusions.py)
 FORMAT = 3
 _DTYPES = {"String": pl.String, "Int64": pl.Int64, "Float64": pl.Float64,
            "Boolean": pl.Boolean, "Int32": pl.Int32}
-
-
-def settings_of(cfg: Mapping[str, Any], part: str) -> dict[str, Any]:
-    """The config keys a part reads; ``tables``: every key, since figures resample too."""
-    if part == "tables":
-        return dict(cfg)
-    return {k: cfg[k] for k in KEYS[part] if k in cfg}
-
-
-def settings_digest(cfg: Mapping[str, Any], part: str) -> str:
-    """sha256 of the config keys a part reads (a Snakemake ``params`` value)."""
-    return sha256_json(_plain(settings_of(cfg, part)))
-
-
-def _plain(x: Any) -> Any:
-    if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
 
 
 def _have(df: pl.DataFrame | set[str], *defenses: str) -> bool:
@@ -212,7 +187,7 @@ def write_part(part: str, data: Mapping[str, Any], metrics: str | Path,
                 "divergence": data["divergence"], "skipped": data["skipped"],
                 "intervals": data["intervals"], "resamples": data["resamples"]}
     doc = {"part": part, "format": FORMAT, "metrics_sha256": sha256_file(Path(metrics)),
-           "settings": _plain(settings_of(cfg, part)), "data": body}
+           "settings": plain(settings_of(cfg, part)), "data": body}
     writer.write_json(Path(out), doc, kind=part, indent=None)
 
 
@@ -234,7 +209,7 @@ def read_part(part: str, path: str | Path, metrics: str | Path,
     if doc["metrics_sha256"] != sha256_file(Path(metrics)):
         raise BenchError(f"{part} part was computed from other metrics than {metrics}",
                          file=str(path), field="metrics_sha256")
-    if doc["settings"] != _plain(settings_of(cfg, part)):
+    if doc["settings"] != plain(settings_of(cfg, part)):
         raise BenchError(f"{part} part was computed with other analysis settings",
                          file=str(path), field="settings")
     body = doc["data"]

@@ -185,9 +185,10 @@ def config_hash(data: dict[str, Any]) -> str:
     return sha256_json(data)
 
 
-def load_study(overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """Compose + validate; also checks that the study has at least one shard."""
-    data = validate(compose(overrides))
+def load_study(overrides: Sequence[str] = (), composed: Any = None) -> dict[str, Any]:
+    """Compose + validate; also checks that the study has at least one shard. ``composed``:
+    the DictConfig of ``compose(overrides)`` when the caller already has it."""
+    data = validate(composed if composed is not None else compose(overrides))
     from containmentbench.pipeline.plan import shards
 
     if not shards(data):

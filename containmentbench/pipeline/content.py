@@ -138,8 +138,15 @@ def code_files(*modules: str) -> dict[str, bytes]:
         if rel in seen:
             continue
         seen[rel] = f.read_bytes()
-        todo += _imports(ast.parse(seen[rel]))
+        todo += _imports_of(seen[rel])
     return seen
+
+
+@functools.lru_cache(maxsize=512)
+def _imports_of(source: bytes) -> tuple[str, ...]:
+    """:func:`_imports` of a module's source, parsed once per process for the same bytes
+    (every layer's digest walks mostly the same files at each Snakemake start)."""
+    return tuple(_imports(ast.parse(source)))
 
 
 @functools.lru_cache(maxsize=16)

@@ -34,13 +34,15 @@ def _entry(raw: Any, default_backend: str, i: int) -> tuple[str, str]:
     return model, backend
 
 
-def model_entries(overrides: Sequence[str]) -> list[tuple[str, str]]:
-    """The (model, backend) config entries a study lists; [] for a one-model study."""
+def model_entries(overrides: Sequence[str], cfg: Any = None) -> list[tuple[str, str]]:
+    """The (model, backend) config entries a study lists; [] for a one-model study.
+    ``cfg``: the composed config of ``overrides`` when the caller has it."""
     from omegaconf import OmegaConf
 
     from containmentbench.config.compose import compose
 
-    cfg = compose(overrides)
+    if cfg is None:
+        cfg = compose(overrides)
     raw = OmegaConf.to_container(cfg.study.models, resolve=True) or []
     if not raw:
         return []
@@ -56,12 +58,13 @@ def model_entries(overrides: Sequence[str]) -> list[tuple[str, str]]:
 
 def load_runs(overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One validated config per model of the study, in ``study.models`` order."""
-    from containmentbench.config.compose import load_study
+    from containmentbench.config.compose import compose, load_study
     from containmentbench.pipeline.plan import model_label, model_slug
 
-    entries = model_entries(overrides)
+    cfg = compose(overrides)  # a one-model study is validated from this one composition
+    entries = model_entries(overrides, cfg)
     if not entries:
-        return [load_study(overrides)]
+        return [load_study(overrides, composed=cfg)]
     runs: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for i, (model, backend) in enumerate(entries):

@@ -227,7 +227,7 @@ class Study:
     def figures(self) -> list[str]:
         """The figures ``analyze`` draws for the study's stages (a figure whose stage the
         study lacks is not drawn, so it is not a declared output either)."""
-        from containmentbench.analysis.figures import figure_names
+        from containmentbench.analysis.outputs import figure_names
 
         return self.paths("figures", "{}.png", figure_names(self.data["study"]["stages"]))
 

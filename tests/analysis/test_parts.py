@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from containmentbench.analysis.parts import settings_digest
+from containmentbench.analysis.outputs import settings_digest
 from tests.conftest import run_cli
 
 

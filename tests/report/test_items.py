@@ -29,7 +29,8 @@ def test_figures_of_absent_stages_are_not_drawn(run_dir, tmp_path):
     no Fig. 6 (memory/recovery): never empty axes; the rule declares only what is drawn."""
     import polars as pl
 
-    from containmentbench.analysis.figures import all_figures, figure_names
+    from containmentbench.analysis.figures import all_figures
+    from containmentbench.analysis.outputs import figure_names
     from containmentbench.analysis.paired import Settings
     from containmentbench.analysis.tables import Context
 

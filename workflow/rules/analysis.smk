@@ -1,4 +1,4 @@
-from containmentbench.analysis.parts import settings_digest
+from containmentbench.analysis.outputs import settings_digest
 from containmentbench.report.items import ANALYSIS_TABLES
 
 
