@@ -389,7 +389,7 @@ def _move_to_replaced(root: Path, path: Path) -> Path:
             except FileExistsError:
                 n += 1
         _replaced[root] = base
-    rel = path.relative_to(root)
+    rel = Path(os.path.abspath(path)).relative_to(root)  # ``root`` is absolute, ``path`` may not be
     (base / rel).parent.mkdir(parents=True, exist_ok=True)
     os.replace(path, base / rel)
     return base / rel

@@ -169,3 +169,19 @@ def test_a_file_dropped_into_audit_is_caught(world, tmp_path, capsys):
     assert run_cli("verify", s) == 1
     assert "audit/extra.json: file added" in capsys.readouterr().err
     assert run_cli("freeze", s) == 1
+
+
+def test_a_covered_file_forced_through_a_relative_path(world, tmp_path, monkeypatch):
+    """The default ``results_dir`` is relative ("results"): a covered file rewritten with
+    force through a relative path keeps its old bytes under ``.replaced-<n>/`` too (this
+    raised ValueError: the frozen study's root is absolute)."""
+    from containmentbench.integrity import writer
+
+    s = tmp_path / "study"
+    shutil.copytree(world / "study", s)
+    monkeypatch.chdir(tmp_path)
+    rel = Path("study") / "tables" / "table09_security_positive_control.csv"
+    old = rel.read_bytes()
+    assert "replaced" in writer.write_text(rel, "edited\n", kind="tables", force=True)
+    assert (s / ".replaced-0" / "tables" / rel.name).read_bytes() == old
+    assert rel.read_text() == "edited\n"
