@@ -1,6 +1,11 @@
 # The two set-up commands of the README: `make run` and `make test`. Each creates .venv and
 # installs what it needs from the package registries (pinned by constraints.txt).
 PYTHON ?= python3
+# Python keeps its bytecode caches (__pycache__/, git-ignored) for our commands: a shell that
+# sets PYTHONDONTWRITEBYTECODE makes every process a study starts (each Snakemake job, CLI
+# call and test worker) compile every module it imports again, and pytest rewrite every test
+# module again in each worker
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q -c constraints.txt

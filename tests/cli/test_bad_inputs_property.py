@@ -11,6 +11,7 @@ actually run (see the closing note of the issue).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -141,6 +142,7 @@ def _pattern(path: tuple) -> str:
     return "/".join(out)
 
 
+@functools.cache
 def _observed() -> dict[str, set[str]]:
     """JSON types seen at each path of every committed scenario (an independent oracle of
     what is well-typed: the generator's own output)."""
@@ -161,13 +163,10 @@ def _observed() -> dict[str, set[str]]:
     return seen
 
 
-OBSERVED = _observed()
-
-
 def _wrong(path: tuple) -> list[Any]:
     """Values of a JSON type never seen at this path in the committed suites."""
     cands = [12345, "text", None, [], {"x": 1}, True, 1.5]
-    ok = OBSERVED[_pattern(path)]
+    ok = _observed()[_pattern(path)]
     return [c for c in cands if _JSON[type(c)] not in ok]
 
 
@@ -225,7 +224,7 @@ def test_every_path_every_wrong_type_is_named():
 
 def test_top_level_fields_removed_one_at_a_time(tmp_path, capsys):
     # nullable fields (null seen in the suites) and the descriptive `meta` may be absent
-    optional = {k for k in RECORD if "null" in OBSERVED[_pattern((k,))]} | {"meta"}
+    optional = {k for k in RECORD if "null" in _observed()[_pattern((k,))]} | {"meta"}
     for key in sorted(set(RECORD) - optional):
         rec = {k: v for k, v in RECORD.items() if k != key}
         suite = _suite_with(tmp_path, json.dumps(rec).encode())

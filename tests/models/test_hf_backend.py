@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import pytest
 
 from containmentbench.errors import BenchError
 from containmentbench.models.base import BackendConfig, GenerationRequest, make_backend
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+# checked without importing them: every test worker collects this module, one runs it
+pytestmark = pytest.mark.skipif(find_spec("torch") is None or find_spec("transformers") is None,
+                                reason="needs torch and transformers (the hf extra)")
 
 TOOLS = [{"name": "send_email", "description": "Send an email.",
           "parameters": {"type": "object", "properties": {"to": {"type": "string"}}}}]

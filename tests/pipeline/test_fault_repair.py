@@ -23,18 +23,19 @@ from pathlib import Path
 import pytest
 
 from containmentbench.cli.main import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_SMOKE, copy_finished_smoke, results_arg
 
 pytestmark = pytest.mark.slow
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-SMALL = "study.seeds=[1],study.defenses=[none,prompt_only,tool_boundary]"
+SMALL = SMALL_SMOKE
 
 
 def _snakemake(workdir: Path, results: Path, *extra: str, overrides: str = "",
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
                            "--cores", "2", *extra, "--config", "study=smoke",
-                           f"overrides=[results_dir={results},{SMALL}{overrides}]"],
+                           f"overrides=[results_dir={results_arg(workdir, results)},"
+                           f"{SMALL}{overrides}]"],
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, **(env or {})})
 
@@ -45,10 +46,10 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    base = tmp_path_factory.mktemp("fault")
-    res = _snakemake(base, base / "results")
-    assert res.returncode == 0, res.stderr[-3000:]
+def finished(tmp_path_factory: pytest.TempPathFactory,
+             finished_smoke: Path) -> tuple[Path, Path, Path]:
+    # a copy of the session's finished smoke study (built by one `snakemake` run, tests/conftest.py)
+    base = copy_finished_smoke(finished_smoke, tmp_path_factory.mktemp("fault"))
     study = base / "results" / "smoke" / "sim-default"  # the model's run directory
     ref = base / "reference"
     shutil.copytree(study, ref)
@@ -145,7 +146,9 @@ def test_run_refused_by_the_lock_changes_nothing(finished):
         (meta / "containmentbench-runs").mkdir(parents=True, exist_ok=True)
         (meta / "containmentbench-runs" / str(holder.pid)).write_text("")
         (meta / "locks").mkdir(exist_ok=True)
-        (meta / "locks" / "0.output.lock").write_text(f"{study / 'MANIFEST.json'}\n")
+        # the output as Snakemake names it (results_dir relative to its -d folder)
+        (meta / "locks" / "0.output.lock").write_text(
+            f"{results_arg(base, study / 'MANIFEST.json')}\n")
         before = _snapshot(base / "results")
         res = _snakemake(base, base / "results", overrides=",cluster.metrics_workers=1")
         assert res.returncode != 0 and "cannot be locked" in res.stdout + res.stderr

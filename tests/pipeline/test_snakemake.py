@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_SMOKE, copy_finished_smoke
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
@@ -75,17 +75,15 @@ def _jobs(out: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_bootstrap_setting_does_not_rerun_sensitivity(tmp_path):
+def test_bootstrap_setting_does_not_rerun_sensitivity(tmp_path, finished_smoke):
     """The sensitivity and bootstrap parts are cached apart: a bootstrap setting reruns
     bootstrap and tables only; a sensitivity setting reruns sensitivity and tables only."""
-    base = (f"results_dir={tmp_path}/results,study.seeds=[1],study.stages=[security],"
-            "study.defenses=[none,tool_boundary,intent_ledger_v2],analysis.resamples=50")
-    res = _run(tmp_path, "--cores", "2", "--config", "study=smoke", f"overrides=[{base}]")
-    assert res.returncode == 0, res.stderr[-2000:]
+    copy_finished_smoke(finished_smoke, tmp_path)  # the session's finished small study
+    base = f"results_dir=results,{SMALL_SMOKE}"
     res = _run(tmp_path, "-n", "--config", "study=smoke", f"overrides=[{base}]")
     assert "Nothing to be done" in res.stdout + res.stderr
     boot = _run(tmp_path, "-n", "--config", "study=smoke",
-                f"overrides=[{base.replace('resamples=50', 'resamples=60')}]")
+                f"overrides=[{base},analysis.resamples=60]")
     jobs = _jobs(boot.stdout + boot.stderr)
     assert "bootstrap" in jobs and "tables" in jobs and "sensitivity" not in jobs, jobs
     assert "metrics" not in jobs and "rollout" not in jobs

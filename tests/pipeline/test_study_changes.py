@@ -18,19 +18,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from containmentbench.cli.main import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_SMOKE, copy_finished_smoke, results_arg
 
 pytestmark = pytest.mark.slow
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 BASE = "study.seeds=[1]"
 ALL = "study.defenses=[none,prompt_only,tool_boundary]"
+assert f"{BASE},{ALL}" == SMALL_SMOKE  # the session's finished study is this one
 
 
 def _snakemake(workdir: Path, results: Path, defenses: str, *extra: str
                ) -> subprocess.CompletedProcess:
     return subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
                            "--cores", "2", *extra, "--config", "study=smoke",
-                           f"overrides=[results_dir={results},{BASE},{defenses}]"],
+                           f"overrides=[results_dir={results_arg(workdir, results)},{BASE},"
+                           f"{defenses}]"],
                           capture_output=True, text=True, timeout=600)
 
 
@@ -40,18 +42,20 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    base = tmp_path_factory.mktemp("changes")
-    res = _snakemake(base, base / "results", ALL)
-    assert res.returncode == 0, res.stderr[-3000:]
+def finished(tmp_path_factory: pytest.TempPathFactory,
+             finished_smoke: Path) -> tuple[Path, Path]:
+    # a copy of the session's finished smoke study (built by one `snakemake` run, tests/conftest.py)
+    base = copy_finished_smoke(finished_smoke, tmp_path_factory.mktemp("changes"))
     return base, base / "results" / "smoke" / "sim-default"
 
 
-def test_copied_study_verifies_and_a_run_there_changes_nothing(finished, tmp_path):
+def test_copied_study_verifies_and_a_run_there_changes_nothing(finished, finished_smoke,
+                                                               tmp_path):
     base, run = finished
     covered = json.loads((run / "MANIFEST.json").read_text())["files"]
     for rel in covered:  # no hashed file names the machine's results folder
-        assert str(base).encode() not in (run / rel).read_bytes(), rel
+        for folder in (base, finished_smoke):  # this copy's, or the one it was built in
+            assert str(folder).encode() not in (run / rel).read_bytes(), rel
     other = tmp_path / "moved" / "results"
     shutil.copytree(base / "results", other)  # copy2: file times kept
     copy = other / "smoke" / "sim-default"
