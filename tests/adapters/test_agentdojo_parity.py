@@ -23,9 +23,9 @@ from containmentbench.policies import load_policy
 pytestmark = pytest.mark.slow
 
 
-def _labels(suite, users, injections, defense="none"):
+def _labels(suite, users, injections, defense="none", stages=("clean", "security")):
     cfg = R.RunSettings("test", suite, load_policy(defense), 1)
-    specs = R.specs_for(suite, users, injections, "direct")
+    specs = R.specs_for(suite, users, injections, "direct", stages)
     outs = R.run_specs(cfg, specs)
     return [R.label_row(cfg, o) for o in outs], R.shard_tables(cfg, outs)
 
@@ -40,8 +40,11 @@ def test_native_adapter_parity_ground_truth(suite):
     s = T.suite(suite)
     users = T.sort_ids(s.user_tasks)
     n_clean, n_pairs = SAMPLE[suite]
-    rows = [r for r in _labels(suite, users[:n_clean], None)[0] if r["stage"] == "clean"]
-    rows += [r for r in _labels(suite, users[:n_pairs], None)[0] if r["stage"] == "security"]
+    # each sample runs only the stage it is kept for
+    rows = [r for r in _labels(suite, users[:n_clean], None, stages=("clean",))[0]
+            if r["stage"] == "clean"]
+    rows += [r for r in _labels(suite, users[:n_pairs], None, stages=("security",))[0]
+             if r["stage"] == "security"]
     pairs = [r for r in rows if r["stage"] == "security" and r["injection_gt_calls"] > 0]
     clean = [r for r in rows if r["stage"] == "clean"]
     assert clean and pairs
