@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINKED = ("Snakefile", "workflow", "config", "scenarios", "slurm", "profiles")

@@ -26,6 +26,7 @@ from containmentbench.audit.judge import json_span
 from containmentbench.report.integrity import email_domains
 from tests.regex_catalog import EXEMPT, GENERIC, USES, Use, adversarial, repeat
 
+pytestmark = pytest.mark.slow
 SIZE = 1 << 20
 PROBE = 1 << 14   # every fixed text is tried at 16 KB, the slowest few again at 1 MB
 BOUND_S = 2.0     # CPU seconds for one use on one text
