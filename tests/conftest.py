@@ -49,7 +49,8 @@ ROLLOUT_MEASUREMENT = {
 
 SNAKEMAKE = str(Path(__import__("sys").executable).parent / "snakemake")
 #: the small smoke study several end-to-end modules start from (one seed, three defenses)
-SMALL_SMOKE = "study.seeds=[1],study.defenses=[none,prompt_only,tool_boundary]"
+SMALL_SMOKE_OVERRIDES = ("study.seeds=[1]", "study.defenses=[none,prompt_only,tool_boundary]")
+SMALL_SMOKE = ",".join(SMALL_SMOKE_OVERRIDES)  # as Snakemake's 'overrides=[...]' lists them
 
 
 def results_arg(workdir: Path, results: Path) -> str:

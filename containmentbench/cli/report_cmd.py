@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(moved aside to .<name>.replaced-<n>, never deleted)")
     p.add_argument("--before-freeze", action="store_true",
                    help="pipeline use: build before freeze hashes it (no MANIFEST check)")
+    p.add_argument("--workers", type=T.int_range(1, 64), default=1,
+                   help="processes for the trace pages (default 1; the bytes are the same)")
     p.add_argument("--serve", action="store_true",
                    help="serve the built report on http://127.0.0.1:PORT/ and make the trace "
                         "page of any rollout on demand (nothing is written); Ctrl-C stops")
@@ -62,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
         metrics = Path(d) / "metrics" / "rollout_metrics.parquet"
         if metrics.exists():  # checked before any page is rendered (one line naming a column)
             check_metrics_file(metrics)
-        index = build_report(d, args.out, args.before_freeze, args.force)
+        index = build_report(d, args.out, args.before_freeze, args.force, args.workers)
         print(index.resolve())
     return 0

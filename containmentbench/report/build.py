@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,8 @@ from containmentbench.report.write import STEPS_JSON
 
 EXAMPLES_PER_ROW = 3
 HEADLINE_FIGURE = "headline_operating_points"
+#: fewer trace pages than this are rendered in one process (a spawned one costs ~1 s)
+PARALLEL_PAGES = 200
 
 
 def rollout_href(rid: str, root: str = "") -> str:
@@ -110,7 +114,19 @@ def page_rollouts(df: pl.DataFrame, run: Path) -> set[str]:
     return set(hit["rollout_id"].to_list()) | pages.case_rollouts(run)
 
 
+def render_pages(run_dir: str, ids: list[str],
+                 metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The trace pages of ``ids`` (report path -> HTML), as :meth:`Report.rollouts` renders
+    them; run in a spawned process (a process forked from one running polars' thread pool
+    can deadlock), so it reads the traces itself."""
+    run = RunDir(run_dir)
+    return {f"rollouts/{r.id}.html": tracepage.render(r, metrics=metrics.get(r.id))
+            for r in run.load_many(ids)}
+
+
 class Report:
+    workers = 1  # processes for the trace pages (``report --workers``)
+
     def __init__(self, run_dir: str | Path, out: str | Path | None = None,
                  before_freeze: bool = False) -> None:
         self.run = RunDir(run_dir)
@@ -260,21 +276,43 @@ class Report:
         self._emit("cases.html", H.page("Case studies", pages.cases(
             self.run.path / "tables" / STEPS_JSON, self._rlink), sim_note=self.note))
 
-    def rollouts(self) -> None:
-        metrics = {r["rollout_id"]: r for r in self.df.filter(
-            pl.col("rollout_id").is_in(sorted(self.pages))).iter_rows(named=True)}
+    def _metrics_of(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        return {r["rollout_id"]: r for r in self.df.filter(
+            pl.col("rollout_id").is_in(ids)).iter_rows(named=True)}
+
+    def _start_pages(self) -> tuple[ProcessPoolExecutor, Future, set[str]] | None:
+        """With ``workers`` > 1, a spawned process renders the later half of the pages known
+        before the index is built (the violations, errors and case-study rollouts), while
+        this one builds the index pages and then the rest; the bytes are the same."""
         ids = sorted(self.pages)
+        if self.workers < 2 or len(ids) < PARALLEL_PAGES:
+            return None
+        part = ids[len(ids) // 2:]
+        pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+        return pool, pool.submit(render_pages, str(self.run.path), part,
+                                 self._metrics_of(part)), set(part)
+
+    def rollouts(self, elsewhere: set[str] = frozenset()) -> None:
+        ids = sorted(self.pages - elsewhere)
+        metrics = self._metrics_of(ids)
         for r in progress(self.run.load_many(ids), "report: trace pages", total=len(ids)):
             self._emit(f"rollouts/{r.id}.html", tracepage.render(r, metrics=metrics.get(r.id)))
 
     # ------------------------------------------------------------------ write
 
     def build(self) -> Path:
-        self.index()  # links from tables add pages; the index and the pages come after
-        self.drilldown()
-        self.cases()
-        self.rollout_index()
-        self.rollouts()
+        other = self._start_pages()
+        try:
+            self.index()  # links from tables add pages; the index and the pages come after
+            self.drilldown()
+            self.cases()
+            self.rollout_index()
+            self.rollouts(other[2] if other else frozenset())
+            if other:
+                self.files.update(other[1].result())
+        finally:
+            if other:
+                other[0].shutdown(cancel_futures=True)
         writer.clean_leftovers(self.out)  # half-written folders of killed builds (ours)
         # never deletes: a foreign folder is refused, an identical report kept, a different
         # one replaced only with force and moved aside (integrity/writer.py)
@@ -294,9 +332,10 @@ def _same_tree(new: Path, old: Path) -> bool:
 
 
 def build_report(run_dir: str | Path, out: str | Path | None = None,
-                 before_freeze: bool = False, force: bool = False) -> Path:
+                 before_freeze: bool = False, force: bool = False, workers: int = 1) -> Path:
     report = Report(run_dir, out, before_freeze)
     report.force = force
+    report.workers = workers
     writer.check_out(report.out, "report", force)  # before any work: nothing written on refusal
     return report.build()
 

@@ -312,3 +312,19 @@ def test_headline_prints_only_a_verified_study(run_dir, tmp_path, capsys):
     assert run_cli("headline", copy) == 1
     cap = capsys.readouterr()
     assert cap.out == "" and cap.err.count("\n") == 1 and "mismatch" in cap.err
+
+
+def test_report_pages_in_two_processes_are_the_same_bytes(run_dir, tmp_path, monkeypatch):
+    """``report --workers 2`` (a spawned process renders half of the trace pages) writes the
+    same report as one process."""
+    from containmentbench.report import build
+
+    monkeypatch.setattr(build, "PARALLEL_PAGES", 1)  # the fixture study has few pages
+    one = build.build_report(run_dir, tmp_path / "one", workers=1).parent
+    two = build.build_report(run_dir, tmp_path / "two", workers=2).parent
+    assert len(list((one / "rollouts").glob("*.html"))) > 2
+
+    def tree(d):
+        return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+                if p.is_file()}
+    assert tree(one) == tree(two)

@@ -66,3 +66,62 @@ def test_multi_shard_job_matches_per_shard_path(tmp_path):
     assert per_shard["metrics"] and per_shard["tables"]
     for part in per_shard:
         assert per_shard[part] == one_job[part], part
+
+
+# ------------------------------------------------------------------ the pipeline's own path
+
+# wall-clock measurements, different in every run by design: the rollout timings, the
+# audit's cost table (paper 001's overhead per unit of work) and the report page showing it
+MEASURED = ("timings.parquet", "audit_overhead.", "report/index.html")
+COMPARED = ("traces", "metrics", "reparse", "analysis", "tables", "figures", "audit", "report")
+
+
+def _study_digests(run: Path) -> dict[str, str]:
+    out = {}
+    for sub in COMPARED:  # of a shard: its tables (its record names how it was run)
+        for rel, digest in _digest(run / sub, TRACE_FILES if sub == "traces" else None).items():
+            path = f"{sub}/{rel}"
+            if not any(m in path for m in MEASURED) and not any(
+                    part.startswith(".") for part in Path(rel).parts):
+                out[path] = digest
+    return out
+
+
+@pytest.mark.slow
+def test_snakemake_run_matches_the_serial_reference_path(finished_smoke, tmp_path):
+    """The fast path (``snakemake --cores 2``: multi-shard rollout jobs, metrics on two
+    workers, the audit beside the analysis chain, priorities) against the reference path (each
+    step's CLI verb alone, in order, in this process, one worker, one shard at a time): the
+    traces, metrics, reparse, analysis parts, tables, figures, audit and report hash the
+    same."""
+    from tests.conftest import SMALL_SMOKE_OVERRIDES
+
+    fast = finished_smoke / "results" / "smoke" / "sim-default"
+    data = load_study(["study=smoke", f"results_dir={tmp_path}", *SMALL_SMOKE_OVERRIDES])
+    run = run_dir(data)
+    cfg = run / "config.yaml"
+    save_resolved(data, cfg)
+    for s in shards(data):
+        assert main(["rollout", "--study-config", str(cfg), "--shard", s.id, "--out",
+                     str(run / "traces" / s.id), "--quiet"]) == 0
+    metrics = run / "metrics" / "rollout_metrics.parquet"
+    parts = run / "analysis"
+    steps = [
+        ["metrics", run / "traces", "--study-config", cfg, "--out", metrics, "--workers", "1"],
+        ["reparse", run / "traces", "--out", run / "reparse"],
+        ["sensitivity", metrics, "--out", parts / "sensitivity.json", "--config", cfg],
+        ["bootstrap", metrics, "--out", parts / "bootstrap.json", "--config", cfg],
+        ["analyze", metrics, "--out", run, "--config", cfg, "--reparse",
+         run / "reparse" / "summary.json", "--sensitivity", parts / "sensitivity.json",
+         "--bootstrap", parts / "bootstrap.json"],
+        ["audit", "run", run, "--replay", "auto"],
+        ["cases", run],
+        ["report", run, "--before-freeze", "--workers", "1"],
+    ]
+    for argv in steps:
+        assert main([str(a) for a in argv]) == 0, argv[0]
+    reference, pipeline = _study_digests(run), _study_digests(fast)
+    assert len(reference) > 150 and any(k.startswith("audit/") for k in reference)
+    assert any(k.startswith("report/rollouts/") for k in reference)
+    assert sorted(reference) == sorted(pipeline)
+    assert [k for k in reference if reference[k] != pipeline[k]] == []

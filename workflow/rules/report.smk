@@ -35,9 +35,12 @@ rule report:
         S.path("logs", "report.log"),
     params:
         run=lambda w, input: os.path.dirname(input.analysis),
+    # the last step before freeze, alone on the machine: its trace pages take two processes
+    # (the same bytes with one: tests/speed/test_paths_identical.py)
+    threads: 2
     conda:
         "../envs/containmentbench.yaml"
     resources:
         **S.cpu_rule_resources(),
     shell:
-        "containmentbench report {params.run:q} --before-freeze --out {output:q} --force > {log:q} 2>&1"
+        "containmentbench report {params.run:q} --before-freeze --out {output:q} --force --workers {threads} > {log:q} 2>&1"
