@@ -17,7 +17,7 @@ from containmentbench.cli import study_args
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("headline", help="print a verified study's headline: findings per "
-                                        "defense with 95% intervals and the claims in words")
+                                        "defense with 95%% intervals and the claims in words")
     study_args.add(p, run_dir=True)
     p.add_argument("--json", action="store_true", help="print headline.json instead of text")
     p.set_defaults(func=cmd_headline)

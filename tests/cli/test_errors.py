@@ -70,3 +70,13 @@ def test_every_verb_has_help(capsys):
     for verb, p in sub.choices.items():
         text = p.format_help()
         assert verb in text and len(text) > 80, verb
+
+
+def test_top_level_help_lists_every_verb(capsys):
+    """``containmentbench --help`` prints each verb's one-line help (a bare % in one of them
+    made argparse raise TypeError here)."""
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    sub = next(a for a in build_parser()._actions if a.dest == "verb")
+    assert all(verb in out for verb in sub.choices)
+    assert "95% intervals" in out
