@@ -22,11 +22,11 @@ read, so planning 140 shards reads the manifest once.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -110,20 +110,6 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
-def _imports(tree: ast.AST) -> list[str]:
-    """Every ``containmentbench`` module a file imports, function-local imports included
-    (``from x import y`` may name a submodule ``x.y``: both are tried)."""
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] == PACKAGE:
-            out.append(node.module)
-            out += [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            out += [a.name for a in node.names if a.name.split(".")[0] == PACKAGE]
-    return out
-
-
 def code_files(*modules: str) -> dict[str, bytes]:
     """The source of ``modules`` and of their ``containmentbench`` imports, transitively:
     package-relative path -> bytes."""
@@ -142,11 +128,35 @@ def code_files(*modules: str) -> dict[str, bytes]:
     return seen
 
 
+_COMMENT = re.compile(rb"#[^\n]*")
+_FROM = re.compile(rb"^[ \t]*from[ \t]+(" + PACKAGE.encode() + rb"(?:\.\w+)*)[ \t]+import[ \t]+"
+                   rb"(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n]*)", re.M)
+
+
 @functools.lru_cache(maxsize=512)
 def _imports_of(source: bytes) -> tuple[str, ...]:
-    """:func:`_imports` of a module's source, parsed once per process for the same bytes
-    (every layer's digest walks mostly the same files at each Snakemake start)."""
-    return tuple(_imports(ast.parse(source)))
+    """Every ``containmentbench`` module a file imports, function-local imports included
+    (``from x import y`` may name a submodule ``x.y``: both are tried), found by a line scan (parsing every file of a
+    layer cost ~0.3 s at each Snakemake start). It finds every import the syntax tree has
+    (``tests/pipeline/test_keys.py`` checks each module of the package) and may find more
+    (an import written in a string): a digest over more files is only more cautious."""
+    text = _COMMENT.sub(b"", source)
+    out = []
+    for m in _FROM.finditer(text):
+        module = m.group(1).decode()
+        out.append(module)
+        names = m.group(2).strip(b"()").replace(b"\\\n", b" ")
+        for part in names.split(b","):
+            name = part.split()[0].decode() if part.split() else ""
+            if name.isidentifier():
+                out.append(f"{module}.{name}")
+    for m in _IMPORT.finditer(text):
+        for part in m.group(1).split(b","):
+            name = part.split()[0].decode() if part.split() else ""
+            if name.split(".")[0] == PACKAGE:
+                out.append(name)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=16)

@@ -4,6 +4,7 @@ rules carry their layer's code version and the study's plan."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 
@@ -12,6 +13,7 @@ from containmentbench.pipeline.content import code_digest, code_files
 from containmentbench.pipeline.plan import run_key, shard_key, shards
 from containmentbench.pipeline.snake import Study
 from containmentbench.scenarios.manifest import suite_dir
+from tests.conftest import ROOT
 
 SMALL = ["study=smoke", "study.seeds=[1]", "study.defenses=[none]"]
 
@@ -95,3 +97,35 @@ def test_plan_digest_follows_the_study(tmp_path):
 
     both = digest("[none,tool_boundary]")
     assert digest("[none,tool_boundary]") == both and digest("[none]") != both
+
+
+def _tree_imports(tree: ast.AST) -> set[str]:
+    """The package imports a syntax tree holds (the oracle the line scan is checked against)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "containmentbench":
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "containmentbench"}
+    return out
+
+
+def test_the_import_scan_finds_every_import_the_syntax_tree_has():
+    from containmentbench.pipeline.content import _imports_of
+
+    files = sorted((ROOT / "containmentbench").rglob("*.py"))
+    assert len(files) > 200
+    for f in files:
+        src = f.read_bytes()
+        missing = _tree_imports(ast.parse(src)) - set(_imports_of(src))
+        assert not missing, (f, sorted(missing))
+    # the forms it must read: parenthesised names over lines with comments, aliases,
+    # function-local imports, several modules on one import line
+    src = (b"def f():\n    from containmentbench.a import (  # why (a note)\n"
+           b"        b as c,  # x\n        d,\n    )\n"
+           b"import os, containmentbench.e.f as g\n")
+    assert _tree_imports(ast.parse(src)) <= set(_imports_of(src))
+    assert {"containmentbench.a.b", "containmentbench.a.d", "containmentbench.e.f"} <= \
+        set(_imports_of(src))
