@@ -1,4 +1,5 @@
-"""One write path: no module but ``containmentbench/integrity/writer.py`` writes, renames or
+"""One write path: no module but ``containmentbench/integrity/writer.py`` (with the two it is
+built from, ``folders.py`` and ``atomic.py``, which nothing else imports) writes, renames or
 deletes a file (issue: nothing lost, nothing forged). The test walks every module's syntax
 tree and names each write it finds elsewhere, so a new ``write_text`` or ``os.replace`` that
 bypasses ownership, atomicity and the frozen-study rules fails CI."""
@@ -12,6 +13,10 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "containmentbench"
 WRITER = PKG / "integrity" / "writer.py"
+# the writer's own parts: the folder outputs and the primitives under both halves
+PARTS = {"containmentbench.integrity.folders": PKG / "integrity" / "folders.py",
+         "containmentbench.integrity.atomic": PKG / "integrity" / "atomic.py"}
+WRITERS = {WRITER, *PARTS.values()}
 
 # method names that write, rename or delete whatever they are called on
 ALWAYS = {"write_text", "write_bytes", "write_parquet", "write_ipc", "write_table", "to_parquet",
@@ -62,13 +67,47 @@ def _writes(tree: ast.AST) -> list[tuple[int, str]]:
 def test_no_write_outside_the_writer_module():
     offenders = []
     for path in sorted(PKG.rglob("*.py")):
-        if path == WRITER:
+        if path in WRITERS:
             continue
         rel = path.relative_to(PKG).as_posix()
         for line, what in _writes(ast.parse(path.read_text(encoding="utf-8"))):
             if (rel, what) not in ALLOWED:
                 offenders.append(f"containmentbench/{rel}:{line}: {what}")
     assert not offenders, "writes outside integrity/writer.py:\n" + "\n".join(offenders)
+
+
+def _imported(tree: ast.AST, module: str) -> set[str]:
+    """The absolute module names ``tree`` imports (a relative import resolved against the
+    importing ``module``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = module.split(".")[:-node.level]
+                base = ".".join([*up, base] if base else up)
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def test_only_the_writer_imports_its_parts():
+    """Every other module writes through ``writer`` (its rules: ownership, atomicity, frozen
+    studies), never through the primitives it is built from."""
+    offenders = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path in WRITERS:
+            continue
+        rel = path.relative_to(PKG.parent).with_suffix("").as_posix().replace("/", ".")
+        hit = _imported(ast.parse(path.read_text(encoding="utf-8")), rel) & set(PARTS)
+        offenders += [f"{rel} imports {m}" for m in sorted(hit)]
+    assert not offenders, "\n".join(offenders)
+    # folders builds on atomic, never on writer (which re-exports both): no circle
+    folders = ast.parse(PARTS["containmentbench.integrity.folders"].read_text())
+    assert "containmentbench.integrity.writer" not in _imported(
+        folders, "containmentbench.integrity.folders")
 
 
 @pytest.mark.parametrize("src", [
