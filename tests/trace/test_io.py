@@ -138,7 +138,7 @@ def test_crash_leftovers_are_cleaned_on_the_next_run(tmp_path, monkeypatch):
     for name in (".s.tmp-99999", ".s.old-backup", ".s.cbtmp-000000000000-00000000"):
         assert (tmp_path / name / "notes.txt").read_text() == "mine"
     # without an atomic exchange the two renames still never lose the old shard
-    monkeypatch.setattr(writer, "_exchange", lambda a, b: False)
+    monkeypatch.setattr("containmentbench.integrity.folders._exchange", lambda a, b: False)
     write_shard(tmp_path / "s", {"edges": _edges(5)}, force=True)
     assert verify_shard(tmp_path / ".s.replaced-1") == [] and verify_shard(tmp_path / "s") == []
 
