@@ -4,6 +4,11 @@
 # (falling back to the daemon's own pid file), never by process name. A PID is only signalled when
 # /proc/<pid>/comm is the expected daemon name, so a stale or recycled PID is never hit.
 # SIGTERM first, SIGKILL after SLURM_LOCAL_STOP_TIMEOUT seconds (default 30). Idempotent.
+# Then the slurm.conf local_up.sh wrote is moved aside (kept as slurm.conf.local-down; local_up
+# writes it again): with it, every client command (scontrol, squeue) waits ~9 s for the stopped
+# controller, and Snakemake's Slurm executor plugin runs `scontrol show config` when it is
+# imported, i.e. at every `snakemake` start on the machine, Slurm used or not. Without it they
+# fail at once.
 #
 # Environment: SLURM_LOCAL_STATE (/var/run/cb-slurm), SLURM_LOCAL_STOP_TIMEOUT (30).
 set -euo pipefail
@@ -83,5 +88,10 @@ stop munged /run/munge/munged.pid
 
 if ((failed)); then
     exit 1
+fi
+CONF=/etc/slurm/slurm.conf
+if [[ -f ${CONF} ]] && head -1 "${CONF}" | grep -q '^# Written by slurm/local_up.sh'; then
+    mv -f "${CONF}" "${CONF}.local-down"
+    log "moved ${CONF} aside to ${CONF}.local-down (local_up.sh writes it again)"
 fi
 log "all daemons stopped; elapsed $((SECONDS - START)) s"
