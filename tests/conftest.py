@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ ROLLOUT_MEASUREMENT = {
 
 # ------------------------------------------------------------------ a finished small study
 
-SNAKEMAKE = str(Path(__import__("sys").executable).parent / "snakemake")
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 #: the small smoke study several end-to-end modules start from (one seed, three defenses)
 SMALL_SMOKE_OVERRIDES = ("study.seeds=[1]", "study.defenses=[none,prompt_only,tool_boundary]")
 SMALL_SMOKE = ",".join(SMALL_SMOKE_OVERRIDES)  # as Snakemake's 'overrides=[...]' lists them

@@ -247,7 +247,6 @@ def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]
         "with scenario-cluster 95% intervals."), src), fig
 
 
-#: the stage a figure needs: a study without it gets no such figure (never empty axes)
 def all_figures(df: pl.DataFrame, ctx: Context, s: Settings, pair: Sequence[str],
                 out: Path, pool: IntervalPool | None = None) -> tuple[list[Table], list[Path]]:
     """Every figure the study's stages support and its source table; the intervals of all

@@ -18,7 +18,7 @@ KEYS = {
                   "sweep", "divergence"),
 }
 
-#: a figure drawn only when the study has this evidence stage
+#: the stage a figure needs: a study without it gets no such figure (never empty axes)
 NEEDS = {"fig03_authorized_completion": "active_tainted",
          "fig06_memory_recovery": "memory_recovery"}
 

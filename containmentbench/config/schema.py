@@ -9,6 +9,7 @@ model folder that is missing, a study with zero shards) are in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,15 +198,10 @@ class RootConfig:
     results_dir: str = "results"
 
 
-_REGISTERED: list[bool] = []
-
-
+@functools.cache
 def register() -> None:
     """Store the schema nodes in Hydra's ConfigStore (once per process: the store outlives
     every compose, and storing converts each dataclass to a config node again)."""
-    if _REGISTERED:
-        return
-    _REGISTERED.append(True)
     cs = ConfigStore.instance()
     cs.store(name="root_schema", node=RootConfig)
     cs.store(group="study", name="study_schema", node=StudyConfig, package="study")

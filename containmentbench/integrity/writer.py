@@ -42,18 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from containmentbench.errors import BenchError
-from containmentbench.integrity import frozen
+from containmentbench.integrity import atomic, frozen
 from containmentbench.integrity.atomic import (  # noqa: F401  (re-exported: the writer's API)
-    FORCED,
-    OURS,
     adopt_legacy,
     ensure_dir,
     forcing,
-    journal,
-    move_to_replaced,
-    raw_write,
-    record_file,
-    update_record,
 )
 from containmentbench.integrity.folders import (  # noqa: F401  (re-exported: the writer's API)
     BuildDir,
@@ -94,7 +87,7 @@ def check_file(path: Path, kind: str, force: bool = False) -> str:
     """Whether ``kind`` may write the file ``path``: ``"new"`` or ``"own"``, else a one-line
     error. Called by every verb before any work, so a refusal writes nothing."""
     path = Path(path)
-    force = force or FORCED.get()
+    force = force or atomic.FORCED.get()
     if path.exists() or path.is_symlink():
         if path.is_symlink() or not path.is_file():
             raise BenchError("exists and is not a regular file; refusing to replace it",
@@ -120,10 +113,10 @@ def write_bytes(path: Path, data: bytes, *, kind: str, force: bool = False,
     ``once``: an earlier output with other content is replaced only with ``force`` (and
     then moved aside), for results a rerun must not silently change."""
     path = Path(path)
-    force = force or FORCED.get()
+    force = force or atomic.FORCED.get()
     state = check_file(path, kind, force)
     if state == "own" and path.stat().st_size == len(data) and path.read_bytes() == data:
-        record_file(path, kind)
+        atomic.record_file(path, kind)
         return "identical to the existing output; kept it"
     if state == "own" and once and not force:
         raise BenchError(f"an earlier {kind} output with different content is here; --force "
@@ -134,14 +127,14 @@ def write_bytes(path: Path, data: bytes, *, kind: str, force: bool = False,
     old = frozen.digest(path) if cover is not None else None
     aside = None
     if cover is not None and state == "own":
-        aside = move_to_replaced(cover, path)
+        aside = atomic.move_to_replaced(cover, path)
     elif state == "own" and once:
         aside = aside_path(path)
         os.replace(path, aside)
-    raw_write(path, data, sync)
-    record_file(path, kind)
+    atomic.raw_write(path, data, sync)
+    atomic.record_file(path, kind)
     if cover is not None:
-        journal(cover, path, kind, old, hashlib.sha256(data).hexdigest())
+        atomic.journal(cover, path, kind, old, hashlib.sha256(data).hexdigest())
     return "written" if aside is None else f"replaced; the old bytes are kept at {aside}"
 
 
@@ -168,7 +161,7 @@ def append_line(path: Path, data: bytes, *, kind: str) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    record_file(path, kind)
+    atomic.record_file(path, kind)
 
 
 def truncate_log(path: Path, size: int, *, kind: str) -> None:
@@ -192,23 +185,23 @@ def stream(path: Path, *, kind: str, force: bool = False) -> Iterator[Any]:
     old = frozen.digest(path) if cover is not None else None
     tmp = tmp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    OURS.add(tmp)
+    atomic.OURS.add(tmp)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         if cover is not None and state == "own":
-            move_to_replaced(cover, path)
+            atomic.move_to_replaced(cover, path)
         os.replace(tmp, path)
-        record_file(path, kind)
+        atomic.record_file(path, kind)
         if cover is not None:
-            journal(cover, path, kind, old, frozen.digest(path))
+            atomic.journal(cover, path, kind, old, frozen.digest(path))
     finally:
         if tmp.exists():
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        OURS.discard(tmp)
+        atomic.OURS.discard(tmp)
 
 
 class ParquetStream:
@@ -222,7 +215,7 @@ class ParquetStream:
         check_file(self.path, kind)
         ensure_dir(self.path.parent)
         self.tmp = tmp_path(self.path)
-        OURS.add(self.tmp)
+        atomic.OURS.add(self.tmp)
         self.writer = pq.ParquetWriter(str(self.tmp), schema, **options)
 
     def write_table(self, table: Any) -> None:
@@ -231,15 +224,15 @@ class ParquetStream:
     def close(self) -> None:
         self.writer.close()
         os.replace(self.tmp, self.path)
-        OURS.discard(self.tmp)
-        record_file(self.path, self.kind)
+        atomic.OURS.discard(self.tmp)
+        atomic.record_file(self.path, self.kind)
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
         with contextlib.suppress(OSError):
             self.tmp.unlink()
-        OURS.discard(self.tmp)
+        atomic.OURS.discard(self.tmp)
 
 
 def remove_owned(path: Path, kind: str) -> bool:
@@ -250,7 +243,7 @@ def remove_owned(path: Path, kind: str) -> bool:
         return False
     frozen.guard(path, force=False)
     path.unlink()
-    update_record(path.parent, drop=path.name)
+    atomic.update_record(path.parent, drop=path.name)
     return True
 
 
@@ -272,7 +265,7 @@ def replace_in_study(path: Path, *, kind: str) -> None:
     """Journal the removal of a covered file (a shard quarantined by the pipeline)."""
     cover = frozen.covering(path)
     if cover is not None:
-        journal(cover, path, kind, frozen.digest(path), None)
+        atomic.journal(cover, path, kind, frozen.digest(path), None)
 
 
 # ------------------------------------------------------------------ serialisers

@@ -137,26 +137,26 @@ _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n]*)", re.M)
 @functools.lru_cache(maxsize=512)
 def _imports_of(source: bytes) -> tuple[str, ...]:
     """Every ``containmentbench`` module a file imports, function-local imports included
-    (``from x import y`` may name a submodule ``x.y``: both are tried), found by a line scan (parsing every file of a
-    layer cost ~0.3 s at each Snakemake start). It finds every import the syntax tree has
-    (``tests/pipeline/test_keys.py`` checks each module of the package) and may find more
-    (an import written in a string): a digest over more files is only more cautious."""
+    (``from x import y`` may name a submodule ``x.y``: both are tried), found by a line
+    scan (parsing every file of a layer cost ~0.3 s at each Snakemake start). It finds every
+    import the syntax tree has (``tests/pipeline/test_keys.py`` checks each module of the
+    package) and may find more (an import written in a string): a digest over more files is
+    only more cautious."""
     text = _COMMENT.sub(b"", source)
     out = []
     for m in _FROM.finditer(text):
         module = m.group(1).decode()
         out.append(module)
         names = m.group(2).strip(b"()").replace(b"\\\n", b" ")
-        for part in names.split(b","):
-            name = part.split()[0].decode() if part.split() else ""
-            if name.isidentifier():
-                out.append(f"{module}.{name}")
+        out += [f"{module}.{n}" for n in _first_words(names) if n.isidentifier()]
     for m in _IMPORT.finditer(text):
-        for part in m.group(1).split(b","):
-            name = part.split()[0].decode() if part.split() else ""
-            if name.split(".")[0] == PACKAGE:
-                out.append(name)
+        out += [n for n in _first_words(m.group(1)) if n.split(".")[0] == PACKAGE]
     return tuple(out)
+
+
+def _first_words(names: bytes) -> list[str]:
+    """The name of each comma-separated item (``a as b`` -> ``a``)."""
+    return [part.split()[0].decode() for part in names.split(b",") if part.split()]
 
 
 @functools.lru_cache(maxsize=16)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -114,14 +114,18 @@ def page_rollouts(df: pl.DataFrame, run: Path) -> set[str]:
     return set(hit["rollout_id"].to_list()) | pages.case_rollouts(run)
 
 
+def trace_pages(run: RunDir, ids: list[str],
+                metrics: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """(report path, HTML) of the trace page of each rollout in ``ids``."""
+    for r in run.load_many(ids):
+        yield rollout_href(r.id), tracepage.render(r, metrics=metrics.get(r.id))
+
+
 def render_pages(run_dir: str, ids: list[str],
                  metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The trace pages of ``ids`` (report path -> HTML), as :meth:`Report.rollouts` renders
-    them; run in a spawned process (a process forked from one running polars' thread pool
-    can deadlock), so it reads the traces itself."""
-    run = RunDir(run_dir)
-    return {f"rollouts/{r.id}.html": tracepage.render(r, metrics=metrics.get(r.id))
-            for r in run.load_many(ids)}
+    """:func:`trace_pages` in a spawned process (a process forked from one running polars'
+    thread pool can deadlock), so it reads the traces itself."""
+    return dict(trace_pages(RunDir(run_dir), ids, metrics))
 
 
 class Report:
@@ -280,39 +284,37 @@ class Report:
         return {r["rollout_id"]: r for r in self.df.filter(
             pl.col("rollout_id").is_in(ids)).iter_rows(named=True)}
 
-    def _start_pages(self) -> tuple[ProcessPoolExecutor, Future, set[str]] | None:
-        """With ``workers`` > 1, a spawned process renders the later half of the pages known
-        before the index is built (the violations, errors and case-study rollouts), while
-        this one builds the index pages and then the rest; the bytes are the same."""
-        ids = sorted(self.pages)
-        if self.workers < 2 or len(ids) < PARALLEL_PAGES:
-            return None
-        part = ids[len(ids) // 2:]
-        pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
-        return pool, pool.submit(render_pages, str(self.run.path), part,
-                                 self._metrics_of(part)), set(part)
+    def _start_pages(self, pool: ProcessPoolExecutor) -> tuple[Future, set[str]]:
+        """A spawned process renders the later half of the pages known before the index is
+        built (the violations, errors and case-study rollouts), while this one builds the
+        index pages and then the rest; the bytes are the same."""
+        part = sorted(self.pages)[len(self.pages) // 2:]
+        return pool.submit(render_pages, str(self.run.path), part,
+                           self._metrics_of(part)), set(part)
 
     def rollouts(self, elsewhere: set[str] = frozenset()) -> None:
         ids = sorted(self.pages - elsewhere)
-        metrics = self._metrics_of(ids)
-        for r in progress(self.run.load_many(ids), "report: trace pages", total=len(ids)):
-            self._emit(f"rollouts/{r.id}.html", tracepage.render(r, metrics=metrics.get(r.id)))
+        for rel, html in progress(trace_pages(self.run, ids, self._metrics_of(ids)),
+                                  "report: trace pages", total=len(ids)):
+            self._emit(rel, html)
 
     # ------------------------------------------------------------------ write
 
     def build(self) -> Path:
-        other = self._start_pages()
+        pool = (ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+                if self.workers > 1 and len(self.pages) >= PARALLEL_PAGES else None)
         try:
+            other, elsewhere = self._start_pages(pool) if pool else (None, set())
             self.index()  # links from tables add pages; the index and the pages come after
             self.drilldown()
             self.cases()
             self.rollout_index()
-            self.rollouts(other[2] if other else frozenset())
-            if other:
-                self.files.update(other[1].result())
+            self.rollouts(elsewhere)
+            if other is not None:
+                self.files.update(other.result())
         finally:
-            if other:
-                other[0].shutdown(cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
         writer.clean_leftovers(self.out)  # half-written folders of killed builds (ours)
         # never deletes: a foreign folder is refused, an identical report kept, a different
         # one replaced only with force and moved aside (integrity/writer.py)
