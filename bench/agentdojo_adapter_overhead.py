@@ -36,14 +36,14 @@ def measure(suites: list[str], pairs_per_task: int = 2, repeat: int = 3,
     """Seconds per condition summed over the suites (the least-disturbed repeat per suite)."""
     from containmentbench.adapters.agentdojo import run as R
     from containmentbench.adapters.agentdojo import tasks as T
-    from containmentbench.policies import load_policy
+    from containmentbench.defense.loading import load_defense
 
     tot = {"native": 0.0, "none": 0.0, "intent_ledger_v2": 0.0, "tasks": 0}
     for suite in suites:
         users = T.sort_ids(T.suite(suite).user_tasks)
         inj = T.sort_ids(T.suite(suite).injection_tasks)[:pairs_per_task]
         specs = R.specs_for(suite, users, inj, "direct")
-        cfgs = {d: R.RunSettings("bench", suite, load_policy(d), 1, native=False)
+        cfgs = {d: R.RunSettings("bench", suite, load_defense(d), 1, native=False)
                 for d in ("none", "intent_ledger_v2")}
         R.run_native(cfgs["none"], specs[0])  # warm-up (imports, caches)
         R.run_specs(cfgs["none"], specs[:1])

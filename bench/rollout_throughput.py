@@ -55,16 +55,16 @@ def agentdojo() -> dict:
 
 def in_process(defense: str = "none", seed: int = 1) -> dict:
     """B: one warm process, rollouts with their traces written."""
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig
     from containmentbench.models.sim import SimBackend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext, run_episodes, shard_tables
     from containmentbench.runtime.episode import RuntimeConfig
     from containmentbench.scenarios.manifest import load_suite
     from containmentbench.trace.io import write_shard
 
     backend = SimBackend(BackendConfig("sim", "sim", options={"profile": "default"}))
-    pol = load_policy(defense)
+    pol = load_defense(defense)
     ctx = ShardContext("bench", "sim:default", "sim", defense, seed, "default")
     scen = load_suite("full_main")
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:

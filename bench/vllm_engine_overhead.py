@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def harness(args) -> dict:
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig, make_backend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext, run_episodes
     from containmentbench.runtime.episode import RuntimeConfig
     from containmentbench.scenarios.manifest import load_suite
@@ -57,7 +57,7 @@ def harness(args) -> dict:
     ctx = ShardContext("bench", "bench-model", "vllm", "none", 1, None)
     cfg = RuntimeConfig(max_tokens=args.max_tokens, temperature=1.0, max_steps=args.max_steps)
     t0 = time.perf_counter()
-    eps, _, _ = run_episodes(scenarios, load_policy("none"), backend, ctx, cfg, window=512)
+    eps, _, _ = run_episodes(scenarios, load_defense("none"), backend, ctx, cfg, window=512)
     shard_s = time.perf_counter() - t0
     backend.generate = inner
     backend.close()

@@ -76,8 +76,8 @@ class Runner:
 
     def policy(self, defense: str) -> Any:
         if defense not in self._policies:
-            from containmentbench.policies import load_policy
-            self._policies[defense] = load_policy(defense, self.data["defenses"])
+            from containmentbench.defense.loading import load_defense
+            self._policies[defense] = load_defense(defense, self.data["defenses"])
         return self._policies[defense]
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from containmentbench.canonical import canonical_json
+from containmentbench.defense.loading import Loaded
 from containmentbench.models.base import ModelBackend
-from containmentbench.policies.base import Policy
 from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
 
@@ -75,9 +75,9 @@ def sink_calls(ep: Episode, sinks: frozenset[str]) -> Counter[tuple[str, str]]:
     return out
 
 
-def run_one(s: Scenario, policy: Policy, spec: RolloutSpec, cfg: RuntimeConfig,
+def run_one(s: Scenario, policy: Loaded, spec: RolloutSpec, cfg: RuntimeConfig,
             backend: ModelBackend) -> Episode:
-    ep = Episode(s, policy, spec, cfg)
+    ep = Episode(s, policy.layers, spec, cfg, lambda r: backend.generate([r])[0])
     while not ep.finished:
         req = ep.request()
         if req is None:
@@ -91,7 +91,7 @@ class Replayer:
     """Replays one rollout with sources neutralised; results cached per source set."""
 
     scenario: Scenario
-    policy: Policy
+    policy: Loaded
     spec: RolloutSpec
     cfg: RuntimeConfig
     backend: ModelBackend

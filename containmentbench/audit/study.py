@@ -108,7 +108,7 @@ class StudyReplay:
         return self._backends[key]
 
     def __call__(self, row: dict[str, Any]) -> Replayer | None:
-        from containmentbench.policies import load_policy
+        from containmentbench.defense.loading import load_defense
         from containmentbench.runtime.episode import RolloutSpec
         from containmentbench.scenarios.manifest import load_suite
 
@@ -124,7 +124,7 @@ class StudyReplay:
         if backend is None:
             return None
         if row["defense"] not in self._pol:
-            self._pol[row["defense"]] = load_policy(row["defense"], self.data["defenses"])
+            self._pol[row["defense"]] = load_defense(row["defense"], self.data["defenses"])
         spec = RolloutSpec(row["rollout_id"], self.data["study"]["name"], row["model"],
                            row["backend"], row["defense"], int(row["seed"]),
                            row["agent_profile"])

@@ -41,8 +41,8 @@ def sink_count(events: Sequence[dict[str, Any]], tb: dict[str, Any]) -> int:
 def control(rec: dict[str, Any], seed: int = 0) -> str | None:
     """The scenario's control, or a problem in words."""
     from containmentbench.audit.replay import neutralize, run_one
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig, make_backend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.episode import RolloutSpec, RuntimeConfig
     from containmentbench.scenarios.model import Scenario
 
@@ -52,7 +52,7 @@ def control(rec: dict[str, Any], seed: int = 0) -> str | None:
                                          options={"profile": CONTROL_PROFILE}))
     spec = RolloutSpec(f"control/{s.id}", "taintbench-control", f"sim:{CONTROL_PROFILE}",
                        "sim", "none", seed, CONTROL_PROFILE)
-    cfg, pol = RuntimeConfig(), load_policy("none")
+    cfg, pol = RuntimeConfig(), load_defense("none")
     built = sink_count(run_one(s, pol, spec, cfg, backend).rec.events, tb)
     neutral = sink_count(run_one(neutralize(s, [tb["source_id"]]), pol, spec, cfg,
                                  backend).rec.events, tb)

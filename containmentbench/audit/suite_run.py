@@ -24,11 +24,11 @@ def roll_out(out: Path, overrides: Sequence[str], runs: int, every: int = 1,
              log: Any = sys.stderr) -> Path:
     """Roll the suite out into ``out`` (a new folder); returns it."""
     from containmentbench.config.compose import save_resolved
+    from containmentbench.defense.loading import load_defense
     from containmentbench.integrity import writer
     from containmentbench.models.base import make_backend
     from containmentbench.pipeline.plan import model_slug
     from containmentbench.pipeline.runs import load_runs
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext, run_episodes, shard_tables
     from containmentbench.runtime.job import backend_config, runtime_config
     from containmentbench.scenarios.manifest import load_suite
@@ -49,7 +49,7 @@ def roll_out(out: Path, overrides: Sequence[str], runs: int, every: int = 1,
     slug = model_slug(data)
     cfg = runtime_config(data)
     backend = make_backend(backend_config(data))
-    pol = load_policy("none", data["defenses"])
+    pol = load_defense("none", data["defenses"])
     profile = data["model"]["sim_profile"] if data["backend"]["name"] == "sim" else None
     model = data["model"]["path"] or data["model"]["name"]
     label = f"sim:{profile}" if profile else model

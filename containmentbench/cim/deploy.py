@@ -58,14 +58,14 @@ class MicroRun:
 
 def run_micro(p: MicroParams, inv: Inventory, backend: Any, model_label: str,
               progress: bool = False, max_steps: int = 400) -> MicroRun:
-    from containmentbench.policies import load_policy
+    from containmentbench.defense.loading import load_defense
     from containmentbench.runtime.driver import ShardContext, drive_lockstep, new_episode
     from containmentbench.runtime.episode import RuntimeConfig
     from containmentbench.scenarios.manifest import load_suite
 
     p.check()
     scen = load_suite(p.suite, p.stage)
-    policy = load_policy("none")
+    policy = load_defense("none")
     ctx = ShardContext("cim-micro", model_label, backend.name, "none", p.seed, None)
     # W3's retries need the turns; a real model may be capped lower (--max-steps)
     cfg = RuntimeConfig(max_steps=max_steps, max_agent_turns=max(max_steps // 2, 1))

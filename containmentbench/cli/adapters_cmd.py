@@ -134,7 +134,7 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
               defense: str, seed: int) -> Any:
     from containmentbench.adapters.agentdojo.run import RunSettings
     from containmentbench.adapters.agentdojo.tasks import require_agentdojo
-    from containmentbench.policies import load_policy
+    from containmentbench.defense.loading import load_defense
 
     require_agentdojo()
     if data is not None:
@@ -142,7 +142,7 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
         from containmentbench.pipeline.plan import model_label
 
         a = adapter_config(data)
-        pol = load_policy(defense, data["defenses"])
+        pol = load_defense(defense, data["defenses"])
         gt = a["pipeline"] == "ground_truth"
         if gt:
             return RunSettings(data["study"]["name"], suite, pol, seed, "ground_truth",
@@ -152,7 +152,7 @@ def _settings(args: argparse.Namespace, data: dict[str, Any] | None, suite: str,
         return RunSettings(data["study"]["name"], suite, pol, seed, "backend", model_label(data),
                            data["backend"], a["attack"], decoding=dict(data["decoding"]),
                            backend_config=backend_config(data))
-    pol = load_policy(defense)
+    pol = load_defense(defense)
     if args.pipeline == "ground_truth":
         return RunSettings(args.study, suite, pol, seed, attack=args.attack,
                            native=not getattr(args, "no_native", False))

@@ -19,9 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from containmentbench.cli.rollout_cmd import prepare_out
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig
     from containmentbench.models.scripted import ScriptedBackend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
@@ -29,7 +29,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     scen = select(args.suite, args.stage, args.scenarios)
     backend = ScriptedBackend(BackendConfig("scripted", "scripted", options={"plan": args.plan}))
     ctx = ShardContext(args.study, f"scripted:{args.plan}", "scripted", args.defense, 0, None)
-    res = run_and_write(scen, load_policy(args.defense), backend, ctx, RuntimeConfig(),
+    res = run_and_write(scen, load_defense(args.defense), backend, ctx, RuntimeConfig(),
                         args.out, 512, True, args.force)
     print(f"wrote {args.out}: {res['rollouts']} replayed rollouts ({args.plan} plan)",
           file=sys.stderr)

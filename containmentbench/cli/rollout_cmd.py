@@ -245,8 +245,8 @@ def _run_study_job(args: argparse.Namespace) -> int:
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig, make_backend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext
     from containmentbench.runtime.episode import RuntimeConfig
 
@@ -259,7 +259,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     out = Path(r["out"])
     prepare_out(out, args.force)
     scen = select(r["suite"], r["stage"], r["scenarios"])
-    policy = load_policy(r["defense"], r["defenses"])
+    policy = load_defense(r["defense"], r["defenses"])
     profile = r["options"].get("profile") if r["backend"] == "sim" else None
     from containmentbench.parser.modes import parser_for
 

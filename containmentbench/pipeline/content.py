@@ -26,7 +26,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,69 +101,17 @@ def sim_profile_digest(data: dict[str, Any]) -> str | None:
     return _profile_digest(name, sig)
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    rel = Path(*module.split(".")[1:])
-    for cand in (root / rel / "__init__.py", (root / rel).with_suffix(".py")):
-        if cand.is_file():
-            return cand
-    return None
-
-
 def code_files(*modules: str) -> dict[str, bytes]:
     """The source of ``modules`` and of their ``containmentbench`` imports, transitively:
     package-relative path -> bytes."""
-    root = Path(__file__).resolve().parents[1]
-    seen: dict[str, bytes] = {}
-    todo = list(modules)
-    while todo:
-        f = _module_file(root, todo.pop())
-        if f is None:
-            continue
-        rel = f.relative_to(root).as_posix()
-        if rel in seen:
-            continue
-        seen[rel] = f.read_bytes()
-        todo += _imports_of(seen[rel])
-    return seen
+    from containmentbench.sources import closure
 
-
-_COMMENT = re.compile(rb"#[^\n]*")
-_FROM = re.compile(rb"^[ \t]*from[ \t]+(" + PACKAGE.encode() + rb"(?:\.\w+)*)[ \t]+import[ \t]+"
-                   rb"(\([^)]*\)|[^\n]*)", re.M)
-_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n]*)", re.M)
-
-
-@functools.lru_cache(maxsize=512)
-def _imports_of(source: bytes) -> tuple[str, ...]:
-    """Every ``containmentbench`` module a file imports, function-local imports included
-    (``from x import y`` may name a submodule ``x.y``: both are tried), found by a line
-    scan (parsing every file of a layer cost ~0.3 s at each Snakemake start). It finds every
-    import the syntax tree has (``tests/pipeline/test_keys.py`` checks each module of the
-    package) and may find more (an import written in a string): a digest over more files is
-    only more cautious."""
-    text = _COMMENT.sub(b"", source)
-    out = []
-    for m in _FROM.finditer(text):
-        module = m.group(1).decode()
-        out.append(module)
-        names = m.group(2).strip(b"()").replace(b"\\\n", b" ")
-        out += [f"{module}.{n}" for n in _first_words(names) if n.isidentifier()]
-    for m in _IMPORT.finditer(text):
-        out += [n for n in _first_words(m.group(1)) if n.split(".")[0] == PACKAGE]
-    return tuple(out)
-
-
-def _first_words(names: bytes) -> list[str]:
-    """The name of each comma-separated item (``a as b`` -> ``a``)."""
-    return [part.split()[0].decode() for part in names.split(b",") if part.split()]
+    return closure(Path(__file__).resolve().parents[1], PACKAGE, modules)
 
 
 @functools.lru_cache(maxsize=16)
 def code_digest(*modules: str) -> str:
     """sha256 over :func:`code_files` of ``modules`` (the layer's code version)."""
-    files = code_files(*modules)
-    h = hashlib.sha256()
-    for rel in sorted(files):
-        h.update(f"{rel}\0{len(files[rel])}\0".encode())
-        h.update(files[rel])
-    return h.hexdigest()
+    from containmentbench.sources import digest
+
+    return digest(code_files(*modules))

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from containmentbench.canonical import canonical_json, short_id
+from containmentbench.defense.loading import Loaded
 from containmentbench.models.base import Completion, GenerationRequest, ModelBackend
 from containmentbench.parser.modes import recorded_version
-from containmentbench.policies.base import Policy
 from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
 from containmentbench.trace.io import to_table
@@ -51,7 +51,7 @@ class ShardContext:
     agent_profile: str | None
 
 
-def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
+def _rollout_row(ep: Episode, ctx: ShardContext, defense: Loaded,
                  seed_supported: bool) -> dict[str, Any]:
     s = ep.s
     c = ep.counts
@@ -66,8 +66,8 @@ def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
         "family": s.family, "stage": s.stage, "domain": s.domain, "topology": s.topology,
         "memory_mode": s.memory_mode, "carrier": s.carrier, "attack_goal": s.attack_goal,
         "model": ctx.model, "backend": ctx.backend, "agent_profile": ctx.agent_profile,
-        "defense": ctx.defense, "method_version": policy.method_version,
-        "policy_hash": policy.policy_hash, "parser_version": recorded_version(ep.cfg.parser),
+        "defense": ctx.defense, "method_version": defense.method_version,
+        "policy_hash": defense.policy_hash, "parser_version": recorded_version(ep.cfg.parser),
         "seed": ctx.seed, "provider_seed_supported": seed_supported,
         "seed_record": canonical_json(seed_record), "status": ep.status, "error": ep.error,
         "n_events": len(ep.rec.events), "n_model_calls": c["model_calls"],
@@ -79,7 +79,10 @@ def _rollout_row(ep: Episode, ctx: ShardContext, policy: Policy,
         "completion_digest": ep.said.hexdigest(),
         "prompt_tokens": ep.tokens[0],
         "completion_tokens": ep.tokens[1], "env_diff": canonical_json(ep.env_diff()),
-        "final_answer": ep.final_answer,
+        "final_answer": ep.final_answer, "defense_code": defense.code,
+        "defense_model_calls": ep.defense_tokens[0],
+        "defense_prompt_tokens": ep.defense_tokens[1],
+        "defense_completion_tokens": ep.defense_tokens[2],
     }
 
 
@@ -156,11 +159,14 @@ class Progress:
             self.last = now
 
 
-def new_episode(s: Scenario, policy: Policy, ctx: ShardContext, cfg: RuntimeConfig) -> Episode:
+def new_episode(s: Scenario, defense: Loaded, ctx: ShardContext, cfg: RuntimeConfig,
+                backend: Any = None) -> Episode:
+    """One rollout; a defense's own model calls (``ask``) go to ``backend``, one at a time."""
     spec = RolloutSpec(rollout_id(ctx.study, ctx.model, ctx.defense, ctx.seed, s.id),
                        ctx.study, ctx.model, ctx.backend, ctx.defense, ctx.seed,
                        ctx.agent_profile)
-    return Episode(s, policy, spec, cfg)
+    ask = None if backend is None else (lambda req: backend.generate([req])[0])
+    return Episode(s, defense.layers, spec, cfg, ask)
 
 
 def drive_lockstep(makers: Sequence[Callable[[], Episode]], backend: ModelBackend,
@@ -201,7 +207,7 @@ def drive_lockstep(makers: Sequence[Callable[[], Episode]], backend: ModelBacken
         progress.update(done, actions, force=True)
 
 
-def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBackend,
+def run_episodes(scenarios: Sequence[Scenario], defense: Loaded, backend: ModelBackend,
                  ctx: ShardContext, cfg: RuntimeConfig, window: int = 512,
                  progress: Progress | None = None,
                  on_done: Callable[[int, Episode], None] | None = None
@@ -218,7 +224,7 @@ def run_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: ModelBa
         if on_done is not None:
             on_done(i, ep)
 
-    makers = [lambda s=s: new_episode(s, policy, ctx, cfg) for s in scenarios]
+    makers = [lambda s=s: new_episode(s, defense, ctx, cfg, backend) for s in scenarios]
     drive_lockstep(makers, backend, window, progress, finished)
     return out, wall, model_s
 
@@ -245,7 +251,7 @@ class AsyncAdapter:
         self.inner.close()
 
 
-async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: Any,
+async def arun_episodes(scenarios: Sequence[Scenario], defense: Loaded, backend: Any,
                         ctx: ShardContext, cfg: RuntimeConfig, window: asyncio.Semaphore,
                         progress: Progress | None = None
                         ) -> tuple[list[Episode | None], list[float], list[float]]:
@@ -263,7 +269,7 @@ async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: 
     async def one(i: int, s: Scenario) -> None:
         async with window:
             t0 = time.perf_counter()
-            ep = new_episode(s, policy, ctx, cfg)
+            ep = new_episode(s, defense, ctx, cfg, backend)
             while not ep.finished:
                 req = ep.request()
                 t = time.perf_counter()
@@ -281,7 +287,7 @@ async def arun_episodes(scenarios: Sequence[Scenario], policy: Policy, backend: 
     return out, wall, model_s
 
 
-def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
+def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, defense: Loaded,
                  seed_supported: bool, wall: Sequence[float], model_s: Sequence[float],
                  job: str = "", job_load_s: float = 0.0) -> dict[str, pa.Table]:
     """The ``rollouts``, ``events``, ``edges`` and ``timings`` tables of a shard."""
@@ -291,7 +297,7 @@ def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
                                      "propagates_taint": []}
     rows = []
     for ep in episodes:
-        rows.append(_rollout_row(ep, ctx, policy, seed_supported))
+        rows.append(_rollout_row(ep, ctx, defense, seed_supported))
         for k, v in ep.rec.columns(names).items():
             ev_cols[k].extend(v)
         for k, v in ep.rec.edge_columns().items():
@@ -301,7 +307,9 @@ def shard_tables(episodes: Sequence[Episode], ctx: ShardContext, policy: Policy,
     timings = {"rollout_id": [r["rollout_id"] for r in rows], "wall_s": list(wall),
                "model_s": list(model_s), "host": [host] * len(rows),
                "job": [job] * len(rows), "job_load_s": [float(job_load_s)] * len(rows),
-               "call_latency_s": [list(getattr(ep, "latencies", [])) for ep in episodes]}
+               "call_latency_s": [list(getattr(ep, "latencies", [])) for ep in episodes],
+               "defense_hook_s": [ep.host.hook_seconds for ep in episodes],
+               "defense_layers": [canonical_json(ep.host.cost_record()) for ep in episodes]}
     from containmentbench.trace.schema import ROLLOUTS
     if not rows:
         ro_cols = {f.name: [] for f in ROLLOUTS}

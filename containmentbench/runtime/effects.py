@@ -8,10 +8,13 @@ agents and feeds them that observation, so this module never calls back into it.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from containmentbench.canonical import canonical_json
-from containmentbench.policies.base import ALLOW, CONFIRM, Decision, Policy, Proposal
+from containmentbench.defense.api import BLOCK, CONFIRM, Decision
+from containmentbench.defense.context import Commit, RolloutState, ToolCall, frozen_args
+from containmentbench.defense.host import DefenseHost
 from containmentbench.runtime import prompts
 from containmentbench.runtime.state import AgentRun
 from containmentbench.sandbox.tools import TOOLS, ToolError, matching_documents, matching_emails
@@ -23,18 +26,6 @@ from containmentbench.trace.recorder import Recorder
 Observed = tuple[int, str]
 
 
-class _Prefix:
-    """Read-only prefix view handed to policies (commits so far, with taint)."""
-
-    __slots__ = ("_commits",)
-
-    def __init__(self, commits: list[dict[str, Any]]) -> None:
-        self._commits = commits
-
-    def commits(self) -> list[dict[str, Any]]:
-        return self._commits
-
-
 class Gated(NamedTuple):
     """The authorization phase's outcome for one proposal."""
 
@@ -42,6 +33,7 @@ class Gated(NamedTuple):
     gate: int                   # the decision node, or the confirmation when one was asked
     decision: Decision
     blocked: Observed | None    # the call stops here: its failure result and message
+    args: dict[str, Any]        # what the call executes with (a rewrite changes them)
 
 
 class Effects:
@@ -53,11 +45,12 @@ class Effects:
     exposes them under the same names.
     """
 
-    def __init__(self, rec: Recorder, world: World, policy: Policy, scenario: Scenario,
+    def __init__(self, rec: Recorder, world: World, host: DefenseHost, scenario: Scenario,
                  counts: dict[str, int], source_seq: dict[str, int]) -> None:
         self.rec = rec
         self.world = world
-        self.policy = policy
+        self.host = host
+        self.state: RolloutState = host.state
         self.s = scenario
         self.counts = counts
         self.source_seq = source_seq
@@ -74,36 +67,42 @@ class Effects:
                             tool_operation=None, args=args_s, call_id=call_id, high_risk=high,
                             target=bound["resource_id"], origin=origin,
                             tainted_fields=sorted(k for k, v in ftaint.items() if v), **bound)
-        q = Proposal(tool, args, a.agent_id, session, prop, call_id, high,
-                     self.rec.tainted(prop), self.rec.labels[prop], ftaint)
-        prefix = _Prefix(self.commits)
-        d = self.policy.authorize(q, prefix, self.s)
+        q = ToolCall(tool, frozen_args(args), a.agent_id, session, prop, call_id, high,
+                     self.rec.tainted(prop), self.rec.labels[prop], MappingProxyType(ftaint),
+                     origin)
+        self.sync()
+        g = self.host.authorize(q)
+        d = g.decision
         dec = self.rec.add("decision", agent=a, links=[(prop, "audit")], tool=tool,
                            call_id=call_id, decision=d.verdict, rule_id=d.rule_id,
                            evidence=canonical_json(dict(d.evidence)) if d.evidence else None,
-                           ledger_match=d.ledger_match, high_risk=high)
+                           ledger_match=d.ledger_match, high_risk=high, layer=g.layer)
         gate = dec
         if d.verdict == CONFIRM:
             self.counts["confirm"] += 1
             req = self.rec.add("confirm_request", agent=a, links=[(dec, "audit")], tool=tool,
                                call_id=call_id, rule_id=d.rule_id)
-            ok, rule = self.policy.confirm(q, prefix, self.s)
+            conf, layer = self.host.confirm(q, g)
             gate = self.rec.add("confirmation", links=[(req, "audit")], tool=tool,
-                                call_id=call_id, decision="approved" if ok else "denied",
-                                rule_id=rule)
-            if not ok:
+                                call_id=call_id, rule_id=conf.rule_id, layer=layer,
+                                decision="approved" if conf.approved else "denied")
+            if not conf.approved:
                 self.counts["blocked"] += 1
                 res = self.rec.add("tool_result", agent=a, links=[(gate, "feedback")],
                                    call_id=call_id, tool=tool, outcome="failure",
                                    text=prompts.not_confirmed(tool))
-                return Gated(prop, gate, d, (res, prompts.not_confirmed(tool)))
-        elif d.verdict != ALLOW:
+                return Gated(prop, gate, d, (res, prompts.not_confirmed(tool)), args)
+        elif d.verdict == BLOCK:
             self.counts["blocked"] += 1
             msg = prompts.blocked(tool, d.rule_id)
             res = self.rec.add("tool_result", agent=a, links=[(dec, "feedback")],
                                call_id=call_id, tool=tool, outcome="failure", text=msg)
-            return Gated(prop, gate, d, (res, msg))
-        return Gated(prop, gate, d, None)
+            return Gated(prop, gate, d, (res, msg), args)
+        return Gated(prop, gate, d, None, dict(g.args))
+
+    def sync(self) -> None:
+        """Bring the defenses' view of the trace up to date (before any hook)."""
+        self.state.sync(self.rec.events, self.rec.labels)
 
     # ------------------------------------------------------------------ tool kinds
 
@@ -178,6 +177,8 @@ class Effects:
         self.commits.append({"commit_id": commit_id, "tool": tool, "args": args,
                              "session": session, "seq": cm, "tainted": tainted,
                              "high_risk": high, "rolled_back": False})
+        self.state.add_commit(Commit(commit_id, tool, frozen_args(args), session, cm, tainted,
+                                     high, False))
         node = cm
         if tool == "memory_write":
             node = self.rec.add("memory_write", agent=a, flows=[(cm, "writes")],
@@ -192,18 +193,19 @@ class Effects:
                          resource_class="memory", call_id=call_id, tool=tool)
             self.memory_origin.pop(args["key"], None)
         elif tool == "rollback":
-            self._revert(args["commit_id"], cm, a)
+            self.revert(args["commit_id"], cm, a)
         payload = canonical_json(out)
         res = self.rec.add("tool_result", agent=a, flows=[(node, "result")], call_id=call_id,
                            tool=tool, outcome="success", text=payload)
         return res, prompts.observation(tool, payload)
 
-    def _revert(self, commit_id: str, cause: int, a: AgentRun | None) -> int:
+    def revert(self, commit_id: str, cause: int, a: AgentRun | None) -> int:
         undo, target = self.undo.pop(commit_id)
         undo(self.world)
         for c in self.commits:
             if c["commit_id"] == commit_id:
                 c["rolled_back"] = True
+                self.state.mark_rolled_back(commit_id)
                 if c["tool"] == "memory_write":
                     key = c["args"]["key"]
                     self.memory_origin.pop(key, None)  # the restored entry's origin, if any
@@ -217,7 +219,7 @@ class Effects:
                         session: int) -> Observed:
         """The rollback path (rollback_v2): revert the tainted commits behind a recovery action
         instead of executing it; each revert is its own ``rollback`` event."""
-        seqs = [self._revert(cid, gate, a) for cid in commit_ids if cid in self.undo]
+        seqs = [self.revert(cid, gate, a) for cid in commit_ids if cid in self.undo]
         if not seqs:  # nothing left to revert: carry out the approved action itself
             return self.commit(a, tool, args, prop, gate, call_id, True, bound, session)
         payload = canonical_json({"status": "rolled back", "commits": list(commit_ids)})

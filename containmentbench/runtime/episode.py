@@ -28,16 +28,19 @@ Prefilled proposals are not model actions: they are counted apart (``n_prefilled
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from containmentbench.canonical import canonical_json, stable_int
+from containmentbench.defense.api import REDACT, REWRITE, WITHHOLD, Defense, HookError
+from containmentbench.defense.context import Answer, TaskView, ToolOutput
+from containmentbench.defense.host import DefenseHost
 from containmentbench.gateway import Gateway
 from containmentbench.models.base import Completion, GenerationRequest, call_record
 from containmentbench.parser import VALID_STATUSES, parse
-from containmentbench.policies.base import Policy
 from containmentbench.runtime import prompts
 from containmentbench.runtime.effects import Effects
+from containmentbench.runtime.knowledge import scenario_state
 from containmentbench.runtime.provenance import value_tainted
 from containmentbench.runtime.state import (
     AgentRun,
@@ -55,10 +58,11 @@ from containmentbench.trace.recorder import Recorder, is_tainted
 class Episode:
     """A single rollout of one scenario under one defense, model and seed."""
 
-    def __init__(self, scenario: Scenario, policy: Policy, spec: RolloutSpec,
-                 cfg: RuntimeConfig) -> None:
+    def __init__(self, scenario: Scenario, defense: Defense | Sequence[Defense],
+                 spec: RolloutSpec, cfg: RuntimeConfig,
+                 ask: Callable[[GenerationRequest], Completion] | None = None) -> None:
         self.s = scenario
-        self.policy = policy
+        self.layers = (defense,) if isinstance(defense, Defense) else tuple(defense)
         self.spec = spec
         self.cfg = cfg
         self.rec = Recorder(spec.rollout_id)
@@ -79,9 +83,15 @@ class Episode:
         self.counts = {"proposals": 0, "commits": 0, "blocked": 0, "confirm": 0,
                        "invalid_tool": 0, "parse_error": 0, "model_calls": 0, "truncated": 0,
                        "repeated_calls": 0, "prefilled": 0}
+        # the defense's hooks (defense/host.py) over a context that holds only what a
+        # deployment could know (runtime/knowledge.py), never the scenario record
+        self.ask = ask
+        self.defense_tokens = [0, 0, 0]  # model calls, prompt and completion tokens
+        self.host = DefenseHost(self.layers, scenario_state(scenario), scenario.id,
+                                self._defense_model)
         # the authorization and effect phases of tool calls (effects.py); their commits, undo
         # records and memory origins are the episode's under the same names
-        self.effects = Effects(self.rec, self.world, policy, scenario, self.counts,
+        self.effects = Effects(self.rec, self.world, self.host, scenario, self.counts,
                                self.source_seq)
         self.commits = self.effects.commits
         self.undo = self.effects.undo
@@ -90,7 +100,10 @@ class Episode:
         self.said = hashlib.sha256()   # completion_digest (trace/schema.py)
         self.latencies: list[float] = []  # per model call (timings table, never hashed)
         self.finished = False
-        self._start()
+        try:
+            self._start()
+        except HookError as exc:
+            self._defense_failed(exc)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -111,10 +124,11 @@ class Episode:
             links = [(len(self.rec.events) - 1, "session")]
         entry = self.s.agents[0]
         goal = self.s.goals[n - 1]
-        agent = self._spawn(entry, parent=None, links=links)
+        self.host.state.start_session(n, goal)
+        agent, task = self._spawn(entry, parent=None, links=links, task=goal)
         seq = self.rec.add("user_goal", agent=agent, text=goal, links=links)
-        agent.messages.append({"role": "user", "content": goal})
-        agent.inbox.append((seq, goal))
+        agent.messages.append({"role": "user", "content": task})
+        agent.inbox.append((seq, task))
         self.active = agent
         for step in self.s.prefill:
             if step.session == n and step.agent == entry["id"]:
@@ -130,25 +144,43 @@ class Episode:
         a.attach_next = False
 
     def _spawn(self, spec: Mapping[str, Any], parent: AgentRun | None,
-               links: list[tuple[int, str]]) -> AgentRun:
+               links: list[tuple[int, str]], task: str) -> tuple[AgentRun, str]:
+        """Start an agent: its defense-planned tools, guidance and task (``plan_task``);
+        returns it and the task text it is given."""
         self.instances += 1
         inst = f"{spec['id']}#{self.session}.{self.instances}"
         d = self.gateway.mint(spec["id"], inst, parent.delegation_id if parent else None,
                               self.rec.tick)
-        tools = tuple(sorted(ROLE_TOOLS[spec["role"]]))
+        view = TaskView(spec["id"], spec["role"], task, tuple(sorted(ROLE_TOOLS[spec["role"]])),
+                        self.session, parent is not None)
+        steps = []
+        if self.host.has("plan_task"):
+            self.effects.sync()
+            view, steps = self.host.plan_task(view)
+        guidance = [g for g in (self.host.guidance, *(st.result.guidance for st in steps)) if g]
         agent = AgentRun(spec["id"], spec["role"], inst, d.delegation_id, d.parent_id,
-                         self.gateway.principal_id, tools,
+                         self.gateway.principal_id, view.tools,
                          [{"role": "system", "content": prompts.system_prompt(
-                             spec["role"], tools, self.policy.prompt_guidance,
+                             spec["role"], view.tools, "\n\n".join(guidance) or None,
                              self.cfg.tool_mode)}], [])
         agent.parent = parent
         dlg = self.rec.add("delegate", agent=agent, links=links, action_semantic="delegate",
                            resource_class="agent", resource_id=d.delegation_id,
                            tool="delegate" if parent else None, outcome="success")
-        self.rec.add("spawn", agent=agent, links=[(dlg, "delegation")],
-                     action_semantic="spawn", resource_class="agent", resource_id=inst,
-                     outcome="success")
-        return agent
+        sp = self.rec.add("spawn", agent=agent, links=[(dlg, "delegation")],
+                          action_semantic="spawn", resource_class="agent", resource_id=inst,
+                          outcome="success")
+        for st in steps:
+            plan = st.result
+            self.rec.add("task_plan", agent=agent, links=[(sp, "audit")], decision="plan",
+                         rule_id=plan.rule_id, layer=st.layer,
+                         evidence=canonical_json(dict(plan.evidence)) if plan.evidence
+                         else None,
+                         args=canonical_json({"tools": None if plan.tools is None
+                                              else sorted(plan.tools),
+                                              "guidance": plan.guidance}),
+                         text=plan.task)
+        return agent, view.task
 
     def _end_agent(self, agent: AgentRun, result: str, final_seq: int) -> None:
         agent.done = True
@@ -158,9 +190,10 @@ class Episode:
                                text=result, target=parent.agent_id,
                                call_id=parent.waiting_call, action_semantic="invoke",
                                resource_class="agent")
-            parent.waiting_call = None
-            self._observe(parent, msg, prompts.worker_result(agent.agent_id, result))
+            call_id, parent.waiting_call = parent.waiting_call, None
             self.active = parent
+            self._read_output(parent, "delegate", call_id, msg, result,
+                              lambda text: prompts.worker_result(agent.agent_id, text))
             return
         if self.session < self.s.n_sessions:
             self._start_session(self.session + 1)
@@ -188,6 +221,12 @@ class Episode:
             sim=(self.s, a, self.spec), tool_mode=self.cfg.tool_mode)
 
     def feed(self, completion: Completion) -> None:
+        try:
+            self._feed(completion)
+        except HookError as exc:
+            self._defense_failed(exc)
+
+    def _feed(self, completion: Completion) -> None:
         a = self.active
         assert a is not None
         self.steps += 1
@@ -221,6 +260,35 @@ class Episode:
                                     repaired=result.repaired, repairs=list(result.repairs))
             self._handle(a, call, result)
         self._after_step(a, call)
+
+    def _defense_failed(self, exc: HookError) -> None:
+        """A defense's hook raised or answered malformed: an error row, never an outcome
+        (and never a block): the rollout stops here with status ``error``."""
+        self.rec.add("defense_error", text=exc.detail, outcome="failure")
+        self.status, self.error = "error", f"defense error: {exc.detail}"
+        self._finish()
+
+    def _defense_model(self, layer: str, messages: Sequence[Mapping[str, str]],
+                       max_tokens: int) -> str:
+        """A defense's own model call (a judge, a tool filter): through the rollout's
+        backend, recorded as a ``defense_model_call`` and counted as the defense's cost."""
+        if self.ask is None:
+            raise HookError(f"defense '{layer}' asked for a model, but this run has none")
+        n = self.defense_tokens[0] = self.defense_tokens[0] + 1
+        seed = stable_int("defense", self.s.id, self.spec.model, self.spec.seed, layer,
+                          n) & 0x7FFFFFFF
+        req = GenerationRequest(request_id=f"{self.spec.rollout_id}/defense/{layer}/{n}",
+                                messages=[dict(m) for m in messages], tools=[], seed=seed,
+                                max_tokens=max_tokens, temperature=self.cfg.temperature,
+                                sim=("defense", layer), tool_mode="prompt")
+        c = self.ask(req)
+        self.defense_tokens[1] += c.prompt_tokens
+        self.defense_tokens[2] += c.completion_tokens
+        self.rec.add("defense_model_call", text=c.text, layer=layer,
+                     outcome="failure" if c.error else "success", **call_record(c))
+        if c.error is not None:  # a provider error is an error, never a verdict
+            raise HookError(f"defense '{layer}' model call failed: {c.error}")
+        return c.text
 
     def _model_call(self, a: AgentRun, text: str, record: dict[str, Any], status: str,
                     **fields: Any) -> int:
@@ -282,6 +350,8 @@ class Episode:
             text = result.final_text or ""
             fin = self.rec.add("final_answer", agent=a, flows=[(call, "emits")], text=text,
                                parse_status=status)
+            if self.host.has("check_answer"):
+                fin, text = self._check_answer(a, fin, text)
             self._end_agent(a, text, fin)
             return
         if status not in VALID_STATUSES:
@@ -368,17 +438,100 @@ class Episode:
         if g.blocked is not None:
             self._observe(a, *g.blocked)
             return
+        args = g.args
         if g.decision.rollback:
             self._observe(a, *self.effects.policy_rollback(
                 a, g.decision.rollback, g.prop, g.gate, call_id, tool, args, bound, self.session))
             return
         if spec.kind == "read":
-            self._observe(a, *self.effects.read(a, tool, args, g.prop, call_id))
+            res, text = self.effects.read(a, tool, args, g.prop, call_id)
         elif spec.kind == "agent":
             self._agent_tool(a, tool, args, g.prop, call_id)
+            return
         else:
-            self._observe(a, *self.effects.commit(a, tool, args, g.prop, g.gate, call_id, high,
-                                                  bound, self.session))
+            n = len(self.commits)
+            res, text = self.effects.commit(a, tool, args, g.prop, g.gate, call_id, high,
+                                            bound, self.session)
+            if len(self.commits) > n and self.host.has("after_commit"):
+                res, text = self._after_commit(a, res, text)
+        self._read_output(a, tool, call_id, res, None, None)
+
+    # ------------------------------------------------------------------ defense hooks
+
+    def _read_output(self, a: AgentRun, tool: str, call_id: str | None, seq: int,
+                     payload: str | None, render: Callable[[str], str] | None) -> None:
+        """The agent reads a tool's output (node ``seq``); a successful output goes through
+        the defense's ``inspect_output`` first. ``payload`` / ``render``: the raw output and
+        how the agent is shown it (default: the result node's text as an observation)."""
+        ev = self.rec.events[seq]
+        if payload is None:
+            payload = ev.get("text") or ""
+        if ev.get("outcome") == "failure":  # an error or a refusal, already worded
+            self._observe(a, seq, payload)
+            return
+        show = render or (lambda text: prompts.observation(tool, text))
+        if not self.host.has("inspect_output"):
+            self._observe(a, seq, show(payload))
+            return
+        self.effects.sync()
+        out = ToolOutput(tool, call_id, a.agent_id, payload, self.rec.tainted(seq),
+                         self.rec.labels[seq])
+        cur, text = seq, payload
+        for st in self.host.inspect_output(out):
+            v = st.result
+            ev_json = {**v.evidence, **({"score": v.score} if v.score is not None else {})}
+            common = {"agent": a, "tool": tool, "call_id": call_id, "decision": v.action,
+                      "rule_id": v.rule_id, "layer": st.layer,
+                      "evidence": canonical_json(ev_json) if ev_json else None}
+            if v.action in (REWRITE, REDACT):  # still derived from the output: taint flows
+                cur = self.rec.add("output_check", flows=[(cur, "rewrites")], text=v.text,
+                                   **common)
+                text = v.text or ""
+            elif v.action == WITHHOLD:  # nothing of the output reaches the agent
+                text = v.text or prompts.withheld(tool, v.rule_id)
+                cur = self.rec.add("output_check", links=[(cur, "audit")], text=text,
+                                   **common)
+            else:  # flag: recorded, the output passes as it is
+                self.rec.add("output_check", links=[(cur, "audit")], **common)
+        self._observe(a, cur, show(text))
+
+    def _check_answer(self, a: AgentRun, fin: int, text: str) -> tuple[int, str]:
+        self.effects.sync()
+        answer = Answer(a.agent_id, text, self.session, a.parent is None)
+        for st in self.host.check_answer(answer):
+            v = st.result
+            common = {"agent": a, "decision": v.action, "rule_id": v.rule_id,
+                      "layer": st.layer,
+                      "evidence": canonical_json(dict(v.evidence)) if v.evidence else None}
+            if v.action == REWRITE:
+                text = v.text or ""
+                fin = self.rec.add("answer_check", flows=[(fin, "rewrites")], text=text,
+                                   **common)
+            else:  # withhold
+                text = v.text or prompts.answer_withheld(v.rule_id)
+                fin = self.rec.add("answer_check", links=[(fin, "audit")], text=text,
+                                   **common)
+        return fin, text
+
+    def _after_commit(self, a: AgentRun, res: int, text: str) -> tuple[int, str]:
+        """``after_commit``: a layer may ask for the commit to be reverted (its undo record);
+        the agent is told instead of reading the commit's result."""
+        c = self.commits[-1]
+        self.effects.sync()
+        view = self.host.state.trace.commits()[-1]
+        st = self.host.after_commit(view)
+        if st is None:
+            return res, text
+        v = st.result
+        chk = self.rec.add("commit_check", agent=a, links=[(c["seq"], "audit")],
+                           tool=c["tool"], commit_id=c["commit_id"], decision=v.action,
+                           rule_id=v.rule_id, layer=st.layer,
+                           evidence=canonical_json(dict(v.evidence)) if v.evidence else None)
+        rb = self.effects.revert(c["commit_id"], chk, a)
+        msg = prompts.rolled_back(c["tool"], v.rule_id)
+        out = self.rec.add("tool_result", agent=a, links=[(rb, "result")], tool=c["tool"],
+                           outcome="failure", text=msg)
+        return out, msg
 
     # ------------------------------------------------------------------ agent tools
 
@@ -400,15 +553,15 @@ class Episode:
                            action_semantic="delegate", resource_class="agent")
         if tool == "delegate":
             a.waiting_call = call_id
-            child = self._spawn(spec, parent=a, links=[(msg, "delegation")])
+            child, task = self._spawn(spec, parent=a, links=[(msg, "delegation")], task=text)
         else:
             a.done = True
-            child = self._spawn(spec, parent=a, links=[(msg, "delegation")])
+            child, task = self._spawn(spec, parent=a, links=[(msg, "delegation")], task=text)
             child.parent = None  # a handoff does not return; lineage stays in the delegation
         recv = self.rec.add("message", agent=child, flows=[(msg, "receives")], text=text,
                             call_id=call_id, action_semantic="read", resource_class="agent")
-        child.messages.append({"role": "user", "content": text})
-        child.inbox.append((recv, text))
+        child.messages.append({"role": "user", "content": task})
+        child.inbox.append((recv, task))
         if is_tainted(self.rec.labels[recv]):
             child.tainted_text.add(text)
         self.active = child

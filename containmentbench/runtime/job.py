@@ -119,13 +119,13 @@ class _ShardRun:
     """What one shard needs to run and be written."""
 
     def __init__(self, data: dict[str, Any], s: Shard) -> None:
-        from containmentbench.policies import load_policy
+        from containmentbench.defense.loading import load_defense
         from containmentbench.runtime.driver import ShardContext
         from containmentbench.scenarios.manifest import load_scenarios
 
         self.data, self.shard = data, s
         self.scenarios = load_scenarios(data["study"]["suite"], s.stage, s.scenario_ids)
-        self.policy = load_policy(s.defense, data["defenses"])
+        self.defense = load_defense(s.defense, data["defenses"])
         b = data["backend"]
         self.cfg = runtime_config(data)
         profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
@@ -156,7 +156,7 @@ def finish_shard(sr: _ShardRun, eps: list[Any], wall: list[float], model_s: list
               f"ended in a provider error (bound {bound:g}); first: {first}; "
               f"not written", file=sys.stderr)
         return False
-    tables = shard_tables(eps, sr.ctx, sr.policy, seed_supported, wall, model_s, job, load_s)
+    tables = shard_tables(eps, sr.ctx, sr.defense, seed_supported, wall, model_s, job, load_s)
     # force: a stale shard (finished under another key) is replaced and kept aside, never
     # deleted (integrity/writer.py); write_shard also clears what a killed run left
     write_shard(shard_dir(data, s), tables, extra={SHARD_RECORD: shard_record(data, s)},
@@ -222,7 +222,8 @@ def _run_lockstep(runs: list[_ShardRun], backend: Any, window: int, res: JobResu
     from containmentbench.runtime.driver import Progress, drive_lockstep, new_episode
 
     index = [(r, k) for r, sr in enumerate(runs) for k in range(len(sr.scenarios))]
-    makers = [lambda sr=runs[r], k=k: new_episode(sr.scenarios[k], sr.policy, sr.ctx, sr.cfg)
+    makers = [lambda sr=runs[r], k=k: new_episode(sr.scenarios[k], sr.defense, sr.ctx,
+                                                  sr.cfg, backend)
               for r, k in index]
     eps = [[None] * len(sr.scenarios) for sr in runs]
     wall = [[0.0] * len(sr.scenarios) for sr in runs]
@@ -255,7 +256,7 @@ async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobR
 
     async def shard(sr: _ShardRun) -> None:
         prog = None if quiet else Progress(len(sr.scenarios), sr.shard.id, mirror=mirror)
-        eps, wall, model_s = await arun_episodes(sr.scenarios, sr.policy, backend, sr.ctx,
+        eps, wall, model_s = await arun_episodes(sr.scenarios, sr.defense, backend, sr.ctx,
                                                  sr.cfg, sem, prog)
         ok = finish_shard(sr, eps, wall, model_s, seed_supported, job, res.load_s)
         (res.done if ok else res.errored).append(sr.shard.id)

@@ -91,3 +91,15 @@ def invalid_tool(name: str) -> str:
 
 def worker_result(agent: str, text: str) -> str:
     return f"RESULT from {agent}: {text}"
+
+
+def withheld(tool: str, rule: str) -> str:
+    return f"the output of {tool} was withheld by a defense (rule {rule})"
+
+
+def answer_withheld(rule: str) -> str:
+    return f"(answer withheld by a defense: rule {rule})"
+
+
+def rolled_back(tool: str, rule: str) -> str:
+    return f"ROLLED BACK {tool}: the action was committed, then reverted (policy rule {rule})."

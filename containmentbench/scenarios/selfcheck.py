@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import BackendConfig
 from containmentbench.models.scripted import ScriptedBackend
-from containmentbench.policies import load_policy
 from containmentbench.runtime.driver import ShardContext, run_episodes
 from containmentbench.runtime.episode import Episode, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
@@ -59,7 +59,7 @@ def _replay(scenarios: Sequence[Scenario], plan: str) -> list[Episode]:
     backend = ScriptedBackend(BackendConfig(name="scripted", model="scripted",
                                             options={"plan": plan}))
     ctx = ShardContext("selfcheck", "scripted", "scripted", "none", 0, plan)
-    eps, _, _ = run_episodes(scenarios, load_policy("none"), backend, ctx, RuntimeConfig())
+    eps, _, _ = run_episodes(scenarios, load_defense("none"), backend, ctx, RuntimeConfig())
     return [e for e in eps if e is not None]
 
 

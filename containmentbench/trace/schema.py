@@ -13,7 +13,10 @@ import pyarrow as pa
 
 # 2: events.origin and the "truncated" kind; rollouts.decoding, tool_mode, n_truncated,
 #    n_repeated_calls, n_prefilled (issue "the first real measurement")
-SCHEMA_VERSION = "2"
+# 3: the defense API: events.layer (the layer of a stack that decided) and the kinds
+#    task_plan, output_check, commit_check, answer_check, defense_model_call, defense_error;
+#    rollouts.defense_code, defense_model_calls and defense tokens; timings.defense_hook_s
+SCHEMA_VERSION = "3"
 
 _str = pa.string()
 _lstr = pa.list_(pa.string())
@@ -41,6 +44,14 @@ EVENT_KINDS = (
     "scrub",           # a memory entry deleted or quarantined
     "final_answer",    # an agent's final answer
     "session_start",   # a new session over the same persistent memory
+    # the defense API's hooks besides authorize/confirm (defense/api.py): each is recorded
+    # only when a layer changed or flagged something, with its rule id and layer
+    "task_plan",       # plan_task: guidance, tools kept, task rewritten before the first call
+    "output_check",    # inspect_output: a tool's output rewritten, redacted, withheld, flagged
+    "commit_check",    # after_commit: a commit the defense asked to revert
+    "answer_check",    # check_answer: a final answer rewritten or withheld
+    "defense_model_call",  # a model call a defense made (its cost)
+    "defense_error",   # a hook raised or answered malformed: the rollout ends as an error
 )
 
 EVENTS = pa.schema([
@@ -94,6 +105,8 @@ EVENTS = pa.schema([
     pa.field("attempts", pa.int32()),                      # provider attempts (retries + 1)
     pa.field("provider_error", _str),                      # the provider's error text
     pa.field("native_calls", _str),                        # vLLM's own tool parser (JSON)
+    # the layer (a study's defense name; one of a stack's) that made a defense decision
+    pa.field("layer", _str),
 ])
 
 EDGES = pa.schema([
@@ -151,6 +164,12 @@ ROLLOUTS = pa.schema([
     pa.field("completion_tokens", pa.int64(), nullable=False),
     pa.field("env_diff", _str, nullable=False),            # canonical JSON environment diff
     pa.field("final_answer", _str),
+    # the defense's code identity (defense/identity.py: sha256 over each layer's sources)
+    # and what its own model calls cost (a judge, a tool filter)
+    pa.field("defense_code", _str, nullable=False),
+    pa.field("defense_model_calls", pa.int32(), nullable=False),
+    pa.field("defense_prompt_tokens", pa.int64(), nullable=False),
+    pa.field("defense_completion_tokens", pa.int64(), nullable=False),
 ])
 
 TIMINGS = pa.schema([
@@ -163,6 +182,9 @@ TIMINGS = pa.schema([
     pa.field("job", _str, nullable=False),
     pa.field("job_load_s", pa.float64(), nullable=False),
     pa.field("call_latency_s", pa.list_(pa.float64())),    # per model call, in trace order
+    # the time the defense's hooks took (total, and per layer as canonical JSON)
+    pa.field("defense_hook_s", pa.float64(), nullable=False),
+    pa.field("defense_layers", _str, nullable=False),
 ])
 
 TABLES: dict[str, pa.Schema] = {"rollouts": ROLLOUTS, "events": EVENTS, "edges": EDGES,

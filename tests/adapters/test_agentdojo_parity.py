@@ -18,13 +18,13 @@ pytest.importorskip("agentdojo")
 
 from containmentbench.adapters.agentdojo import run as R
 from containmentbench.adapters.agentdojo import tasks as T
-from containmentbench.policies import load_policy
+from containmentbench.defense.loading import load_defense
 
 pytestmark = pytest.mark.slow
 
 
 def _labels(suite, users, injections, defense="none", stages=("clean", "security")):
-    cfg = R.RunSettings("test", suite, load_policy(defense), 1)
+    cfg = R.RunSettings("test", suite, load_defense(defense), 1)
     specs = R.specs_for(suite, users, injections, "direct", stages)
     outs = R.run_specs(cfg, specs)
     return [R.label_row(cfg, o) for o in outs], R.shard_tables(cfg, outs)

@@ -12,7 +12,7 @@ pytest.importorskip("agentdojo")
 from containmentbench.adapters.agentdojo import run as R
 from containmentbench.adapters.agentdojo import tasks as T
 from containmentbench.cli.main import main
-from containmentbench.policies import load_policy
+from containmentbench.defense.loading import load_defense
 from containmentbench.trace.io import read_table
 
 
@@ -76,7 +76,7 @@ def test_provider_error_is_an_error_never_an_outcome():
         def make_pipeline(self, spec):
             return Failing()
 
-    cfg = Settings("t", "banking", load_policy("none"), 1, pipeline="backend", model="m",
+    cfg = Settings("t", "banking", load_defense("none"), 1, pipeline="backend", model="m",
                    backend={"name": "openai"})
     spec = T.task_spec("banking", "user_task_0", "injection_task_0", "direct")
     o = R.run_adapter(cfg, spec)
@@ -151,7 +151,7 @@ def test_served_pipeline_goes_through_the_gateway(monkeypatch):
     decoding = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 300, "seed_policy": "replicates"}
     rows = {}
     for d in ("none", "intent_ledger_v2"):
-        cfg = R.RunSettings("t", "banking", load_policy(d), 1, "backend", "scripted",
+        cfg = R.RunSettings("t", "banking", load_defense(d), 1, "backend", "scripted",
                             {"name": "vllm"}, decoding=decoding,
                             backend_config=BackendConfig("vllm", "scripted", tool_mode="native"))
         o = R.run_adapter(cfg, spec)

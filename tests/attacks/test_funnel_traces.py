@@ -62,9 +62,9 @@ def test_in_process_funnel_equals_stored(stress):
     """The search's view (a live Recorder, in-process) and the metrics' view (the stored
     event rows) give the same funnel on real sim episodes."""
     from containmentbench.attacks.funnel import recorder_events, rollout_funnel
+    from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig
     from containmentbench.models.sim import SimBackend
-    from containmentbench.policies import load_policy
     from containmentbench.runtime.driver import ShardContext, run_episodes
     from containmentbench.runtime.episode import RuntimeConfig
     from containmentbench.trace.schema import EVENTS
@@ -73,7 +73,7 @@ def test_in_process_funnel_equals_stored(stress):
     seen = set()
     for defense in ("none", "intent_ledger_v2"):
         ctx = ShardContext("test", "sim:default", "sim", defense, 1, None)
-        eps, _, _ = run_episodes(stress[:24], load_policy(defense), backend, ctx,
+        eps, _, _ = run_episodes(stress[:24], load_defense(defense), backend, ctx,
                                  RuntimeConfig())
         for ep in eps:
             cols = ep.rec.columns(EVENTS.names)

@@ -9,8 +9,8 @@ from containmentbench.audit.canary import canary_hits, instrument, strip
 from containmentbench.audit.evidence import canary_for
 from containmentbench.audit.replay import Replayer, run_one
 from containmentbench.canonical import canonical_json
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import BackendConfig, make_backend
-from containmentbench.policies import load_policy
 from containmentbench.runtime.episode import RolloutSpec, RuntimeConfig
 
 SINKS = frozenset({"send_email", "share_document", "post_status_note", "create_event",
@@ -42,7 +42,7 @@ def test_on_the_sim_agent_no_sink_carries_a_canary(smoke) -> None:
     backend = make_backend(BackendConfig(name="sim", model="sim",
                                          options={"profile": "always_follow"}))
     spec = RolloutSpec("r-c", "t", "sim", "sim", "none", 1, "always_follow")
-    rep = Replayer(s, load_policy("none"), spec, RuntimeConfig(), backend, SINKS)
+    rep = Replayer(s, load_defense("none"), spec, RuntimeConfig(), backend, SINKS)
     ep = run_one(s, rep.policy, spec, rep.cfg, backend)
     original = Counter((e["tool"], e.get("args") or "{}") for e in ep.rec.events
                        if e["kind"] == "commit" and e.get("tool") in SINKS)

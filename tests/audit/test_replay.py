@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from containmentbench.audit.replay import PLACEHOLDER, Replayer, neutralize, probe, run_one
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import BackendConfig, make_backend
-from containmentbench.policies import load_policy
 from containmentbench.runtime.episode import RolloutSpec, RuntimeConfig
 
 SINKS = frozenset({"send_email", "share_document", "post_status_note", "create_event",
@@ -19,7 +19,7 @@ SINKS = frozenset({"send_email", "share_document", "post_status_note", "create_e
 def _rep(s, profile="always_follow") -> Replayer:
     backend = make_backend(BackendConfig(name="sim", model="sim", options={"profile": profile}))
     spec = RolloutSpec("r-test", "t", "sim", "sim", "none", 3, profile)
-    return Replayer(s, load_policy("none"), spec, RuntimeConfig(), backend, SINKS)
+    return Replayer(s, load_defense("none"), spec, RuntimeConfig(), backend, SINKS)
 
 
 def test_neutralize_replaces_every_copy_of_the_source(smoke) -> None:

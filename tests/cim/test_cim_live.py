@@ -9,9 +9,9 @@ import pytest
 
 from containmentbench.cim.live import LiveEmitter, tap
 from containmentbench.cim.project import project_events
+from containmentbench.defense.loading import load_defense
 from containmentbench.errors import BenchError
 from containmentbench.models.base import BackendConfig, make_backend
-from containmentbench.policies import load_policy
 from containmentbench.runtime.driver import ShardContext, drive_lockstep, new_episode, shard_tables
 from containmentbench.runtime.episode import RuntimeConfig
 
@@ -19,7 +19,7 @@ from containmentbench.runtime.episode import RuntimeConfig
 def test_live_rows_agree_with_post_hoc_projection(smoke):
     batches: list[pa.Table] = []
     em = LiveEmitter(batches.append, batch_rows=64)
-    policy = load_policy("none")
+    policy = load_defense("none")
     ctx = ShardContext("live", "sim:default", "sim", "none", 1, None)
     cfg = RuntimeConfig()
     done = []

@@ -8,8 +8,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import Completion
-from containmentbench.policies import load_policy
 from containmentbench.report.integrity import audit
 from containmentbench.report.origin import Echoes, benchmark_part, model_strings
 from containmentbench.report.rundir import RunDir
@@ -49,7 +49,7 @@ def _run(tmp_path, smoke, *replies: str, plant: str | None = None) -> RunDir:
     """A run directory of real traces of the first smoke scenario under ``replies``;
     ``plant`` is appended to the text of its first ``source`` event (benchmark content)."""
     ctx = ShardContext("t", "m", "b", "none", 0, None)
-    policy = load_policy("none")
+    policy = load_defense("none")
     eps, wall, model_s = run_episodes(smoke[:1], policy, _Replies(*replies), ctx,
                                       RuntimeConfig())
     tables = shard_tables(eps, ctx, policy, False, wall, model_s)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import Completion
-from containmentbench.policies import load_policy
 from containmentbench.runtime.driver import ShardContext, run_episodes, shard_tables
 from containmentbench.runtime.episode import RuntimeConfig
 from containmentbench.scenarios.manifest import load_suite
@@ -40,7 +40,7 @@ class _Replies:
 
 def _run(scenarios, backend, cfg=None):
     ctx = ShardContext("t", "m", "b", "none", 0, None)
-    eps, _, _ = run_episodes(scenarios, load_policy("none"), backend, ctx, cfg or RuntimeConfig())
+    eps, _, _ = run_episodes(scenarios, load_defense("none"), backend, ctx, cfg or RuntimeConfig())
     return eps
 
 
@@ -70,7 +70,7 @@ def test_truncations_count_toward_giving_up(smoke):
     assert ep.counts["truncated"] == 3 and ep.counts["proposals"] == 0
     assert ep.final_answer == "(no answer: too many malformed actions)"
     row = shard_tables([ep], ShardContext("t", "m", "b", "none", 0, None),
-                       load_policy("none"), False, [0.0], [0.0], "j", 0.0)["rollouts"]
+                       load_defense("none"), False, [0.0], [0.0], "j", 0.0)["rollouts"]
     assert row["n_truncated"].to_pylist() == [3]
 
 

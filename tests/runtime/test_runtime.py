@@ -7,9 +7,9 @@ from collections import defaultdict
 
 import pyarrow.parquet as pq
 
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import BackendConfig, Completion
 from containmentbench.models.scripted import ScriptedBackend
-from containmentbench.policies import load_policy
 from containmentbench.runtime.driver import ShardContext, run_episodes
 from containmentbench.runtime.episode import RuntimeConfig
 from containmentbench.trace.io import read_table
@@ -77,7 +77,7 @@ class _Const:
 
 def _run(smoke, backend, cfg=None):
     ctx = ShardContext("t", "m", "b", "none", 0, None)
-    eps, _, _ = run_episodes(smoke[:3], load_policy("none"), backend, ctx, cfg or RuntimeConfig())
+    eps, _, _ = run_episodes(smoke[:3], load_defense("none"), backend, ctx, cfg or RuntimeConfig())
     return eps
 
 

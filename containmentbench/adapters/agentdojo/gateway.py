@@ -17,17 +17,37 @@ our own runtime).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
-from containmentbench.adapters.agentdojo import defenses
+from containmentbench.adapters.agentdojo.knowledge import knowledge_of, tool_infos
 from containmentbench.adapters.agentdojo.tasks import carried
-from containmentbench.adapters.agentdojo.tools import is_sink, key_json, verb
-from containmentbench.canonical import canonical_json
+from containmentbench.adapters.agentdojo.tools import authority_key, is_sink, key_json, verb
+from containmentbench.canonical import canonical_json, stable_int
+from containmentbench.defense.api import (
+    BLOCK,
+    CONFIRM,
+    REDACT,
+    REWRITE,
+    WITHHOLD,
+    HookError,
+)
+from containmentbench.defense.context import (
+    AgentInfo,
+    Answer,
+    Commit,
+    RolloutState,
+    TaskView,
+    ToolCall,
+    ToolOutput,
+    frozen_args,
+)
+from containmentbench.defense.host import DefenseHost
+from containmentbench.defense.loading import Loaded
 from containmentbench.gateway.gateway import Gateway
-from containmentbench.policies.base import ALLOW, CONFIRM, Policy
 from containmentbench.trace.recorder import Recorder
 
 PRINCIPAL = "user"
@@ -74,10 +94,13 @@ def env_diff(pre: Any, post: Any, path: str = "") -> dict[str, dict[str, Any]]:
     return {} if pre == post else {path or "/": {"pre": pre, "post": post}}
 
 
-def make_runtime(tools: Sequence[Any], rollout_id: str, policy: Policy,
-                 ledger: tuple, injections: Mapping[str, str], prompt: str) -> Any:
-    """A fresh :class:`GatewayRuntime` for one rollout."""
-    return _runtime_class()(tools, rollout_id, policy, ledger, injections, prompt)
+def make_runtime(tools: Sequence[Any], rollout_id: str, defense: Loaded,
+                 ledger: tuple, injections: Mapping[str, str], prompt: str,
+                 where: str = "", model: Callable[[Any], Any] | None = None) -> Any:
+    """A fresh :class:`GatewayRuntime` for one rollout (``where``: the task, for errors;
+    ``model``: ``generate([request])[0]`` of the served backend, for a defense's own calls)."""
+    return _runtime_class()(tools, rollout_id, defense, ledger, injections, prompt, where,
+                            model)
 
 
 @lru_cache(maxsize=1)
@@ -87,14 +110,21 @@ def _runtime_class() -> type:
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 
     class GatewayRuntime(FunctionsRuntime):
-        def __init__(self, tools: Sequence[Any], rollout_id: str, policy: Policy,
-                     ledger: tuple, injections: Mapping[str, str], prompt: str) -> None:
+        def __init__(self, tools: Sequence[Any], rollout_id: str, defense: Loaded,
+                     ledger: tuple, injections: Mapping[str, str], prompt: str,
+                     where: str, model: Callable[[Any], Any] | None) -> None:
             super().__init__(tools)
             self.rollout_id = rollout_id
             self.injections = injections
             self.rec = Recorder(rollout_id)
-            self.policy = policy
+            self.defense = defense
             self.ledger = ledger
+            self.ask = model
+            self.defense_tokens = [0, 0, 0]  # model calls, prompt and completion tokens
+            state = RolloutState([prompt], [AgentInfo("agent", "primary")],
+                                 tool_infos(self.functions), knowledge_of(ledger))
+            self.host = DefenseHost(defense.layers, state, where or rollout_id,
+                                    self._defense_model)
             gw = Gateway(rollout_id, PRINCIPAL, None, "")  # type: ignore[arg-type]
             d = gw.mint("agent", "agent#1", None, 0)
             self.agent = _Agent("agent", "agent#1", d.delegation_id, None, PRINCIPAL)
@@ -114,7 +144,6 @@ def _runtime_class() -> type:
             self.proposed_sinks = 0
             self.diff: dict[str, dict[str, Any]] = {}  # path -> first pre, last post
             self.last_carried: list[str] = []
-            self.committed_keys: list[Any] = []  # rollback_v2: one live commit per entry
 
         def env_diff(self) -> dict[str, dict[str, Any]]:
             """The rollout's environment difference: only sinks change the environment (a
@@ -132,13 +161,84 @@ def _runtime_class() -> type:
                                      flows=[(o, "context") for o in self.observed], **record)
             return self.step
 
-        def final_answer(self, text: str) -> None:
+        def final_answer(self, text: str) -> str:
             """The last assistant message (already recorded as a model step, or recorded
-            now)."""
+            now), through the defense's ``check_answer``; returns the answer the user gets."""
             if self.step is None or self.rec.events[-1]["kind"] != "model_call":
                 self.model_step(text)
-            self.rec.add("final_answer", agent=self.agent, text=text,
-                         flows=[(self.step, "answer")])
+            fin = self.rec.add("final_answer", agent=self.agent, text=text,
+                               flows=[(self.step, "answer")])
+            if not self.host.has("check_answer"):
+                return text
+            self.sync()
+            for st in self.host.check_answer(Answer("agent", text, 1, True)):
+                v = st.result
+                common = self._common(v, st.layer)
+                if v.action == REWRITE:
+                    text = v.text or ""
+                    fin = self.rec.add("answer_check", flows=[(fin, "rewrites")], text=text,
+                                       **common)
+                else:
+                    text = v.text or "(answer withheld by a defense)"
+                    fin = self.rec.add("answer_check", links=[(fin, "audit")], text=text,
+                                       **common)
+            return text
+
+        # -- the defense API ---------------------------------------------------------------
+        def sync(self) -> None:
+            self.host.state.sync(self.rec.events, self.rec.labels)
+
+        def _common(self, v: Any, layer: str) -> dict[str, Any]:
+            ev = {**v.evidence, **({"score": v.score} if getattr(v, "score", None)
+                                   is not None else {})}
+            return {"agent": self.agent, "decision": v.action, "rule_id": v.rule_id,
+                    "layer": layer, "evidence": canonical_json(_jsonable(ev)) if ev else None}
+
+        def plan_task(self, prompt: str) -> tuple[str, str | None]:
+            """``plan_task`` before the first model call: the tools the model is offered
+            (the runtime's functions are narrowed), guidance for its system message and
+            the task text it is given; returns (task, guidance from the hooks)."""
+            if not self.host.has("plan_task"):
+                return prompt, None
+            self.sync()
+            view = TaskView("agent", "primary", prompt, tuple(sorted(self.functions)), 1,
+                            False)
+            view, steps = self.host.plan_task(view)
+            for st in steps:
+                plan = st.result
+                self.rec.add("task_plan", agent=self.agent, links=[(self.goal, "audit")],
+                             decision="plan", rule_id=plan.rule_id, layer=st.layer,
+                             evidence=canonical_json(_jsonable(dict(plan.evidence)))
+                             if plan.evidence else None,
+                             args=canonical_json({"tools": None if plan.tools is None
+                                                  else sorted(plan.tools),
+                                                  "guidance": plan.guidance}),
+                             text=plan.task)
+            self.functions = {k: f for k, f in self.functions.items() if k in view.tools}
+            guidance = [st.result.guidance for st in steps if st.result.guidance]
+            return view.task, "\n\n".join(guidance) or None
+
+        def _defense_model(self, layer: str, messages: Sequence[Mapping[str, str]],
+                           max_tokens: int) -> str:
+            from containmentbench.models.base import GenerationRequest, call_record
+
+            if self.ask is None:
+                raise HookError(f"defense '{layer}' asked for a model, but this AgentDojo "
+                                f"pipeline serves none (a served model: backend=vllm|openai)")
+            n = self.defense_tokens[0] = self.defense_tokens[0] + 1
+            req = GenerationRequest(request_id=f"{self.rollout_id}/defense/{layer}/{n}",
+                                    messages=[dict(m) for m in messages], tools=[],
+                                    seed=stable_int("defense", self.rollout_id, layer, n)
+                                    & 0x7FFFFFFF, max_tokens=max_tokens, temperature=0.0,
+                                    sim=("defense", layer), tool_mode="prompt")
+            c = self.ask(req)
+            self.defense_tokens[1] += c.prompt_tokens
+            self.defense_tokens[2] += c.completion_tokens
+            self.rec.add("defense_model_call", text=c.text, layer=layer,
+                         outcome="failure" if c.error else "success", **call_record(c))
+            if c.error is not None:
+                raise HookError(f"defense '{layer}' model call failed: {c.error}")
+            return c.text
 
         # -- the interception point --------------------------------------------------------
         def run_function(self, env: Any, function: str, kwargs: Mapping[str, Any],
@@ -152,34 +252,46 @@ def _runtime_class() -> type:
             args = _jsonable(dict(kwargs))
             high = is_sink(function)
             tainted = self.rec.tainted(step)
-            call = defenses.Call(function, args, high, tainted, self.ledger,
-                                 tuple(self.committed_keys))
             if high:
                 self.proposed_sinks += 1
             common = {"call_id": call_id, "tool": function, "action_semantic": verb(function),
                       "args": canonical_json(args)}
+            key = authority_key(function, args)
+            matched = key in self.ledger
             prop = self.rec.add("proposal", agent=self.agent, flows=[(step, "propose")],
-                                high_risk=high, ledger_match=call.matched if high else None,
-                                target=canonical_json(key_json(call.key)) if high else None,
+                                high_risk=high, ledger_match=matched if high else None,
+                                target=canonical_json(key_json(key)) if high else None,
                                 tainted_fields=sorted(args) if tainted else [], **common)
-            dec = defenses.authorize(self.policy, call)
+            call = ToolCall(function, frozen_args(args), "agent", 1, prop, call_id, high,
+                            tainted, self.rec.labels[prop],
+                            MappingProxyType(dict.fromkeys(args, tainted)))
+            self.sync()
+            gate = self.host.authorize(call)
+            dec = gate.decision
+            if dec.rollback:
+                raise HookError(f"defense '{gate.layer}' asked for a rollback, which AgentDojo's "
+                                f"tools cannot do (they have no undo)")
+            # the sink's ledger match is recorded for every sink decision (an observer's fact)
+            lm = dec.ledger_match if dec.ledger_match is not None or not high else matched
             dnode = self.rec.add("decision", agent=self.agent, links=[(prop, "authorize")],
                                  decision=dec.verdict, rule_id=dec.rule_id,
                                  evidence=canonical_json(_jsonable(dict(dec.evidence))),
-                                 ledger_match=dec.ledger_match, high_risk=high, **common)
-            allowed = dec.verdict == ALLOW
+                                 ledger_match=lm, high_risk=high, layer=gate.layer, **common)
+            allowed = dec.verdict != BLOCK
             if dec.verdict == CONFIRM:
                 req = self.rec.add("confirm_request", agent=self.agent,
                                    links=[(dnode, "confirm")], **common)
-                ok, rule = defenses.confirm(self.policy, call)
+                conf, layer = self.host.confirm(call, gate)
                 dnode = self.rec.add("confirmation", agent=self.agent, links=[(req, "confirm")],
-                                     decision="approved" if ok else "denied", rule_id=rule,
-                                     **common)
-                allowed = ok
+                                     decision="approved" if conf.approved else "denied",
+                                     rule_id=conf.rule_id, layer=layer, **common)
+                allowed = conf.approved
             if not allowed:
                 msg = f"PolicyBlocked: the call was not authorized ({dec.rule_id})"
                 self._result(prop, dnode, "", msg, common)
                 return "", msg
+            if dec.verdict == REWRITE or gate.args is not call.args:
+                kwargs = dict(gate.args)
             pre = self._dump(env, function) if high and env is not None else None
             try:
                 result, error = super().run_function(env, function, kwargs, raise_on_error)
@@ -193,15 +305,22 @@ def _runtime_class() -> type:
                 for path, ch in diff.items():  # the rollout's diff, composed commit by commit
                     first = self.diff.get(path, ch)["pre"]
                     self.diff[path] = {"pre": first, "post": ch["post"]}
-                self.committed_keys.append(call.key)
                 parent = self.rec.add("commit", agent=self.agent, flows=[(prop, "commit")],
                                       links=[(dnode, "authorized")], high_risk=True,
-                                      ledger_match=call.matched, commit_id=f"{call_id}:commit",
+                                      ledger_match=matched, commit_id=f"{call_id}:commit",
                                       text=canonical_json(diff), outcome="success", **common)
+                self.host.state.add_commit(Commit(f"{call_id}:commit", function,
+                                                  frozen_args(_jsonable(dict(kwargs))), 1,
+                                                  parent, tainted, True, False))
+                if self.host.has("after_commit"):
+                    self.sync()
+                    st = self.host.after_commit(self.host.state.trace.commits()[-1])
+                    if st is not None:
+                        raise HookError(f"defense '{st.layer}' asked to roll back a commit, "
+                                        f"which AgentDojo's tools cannot do (no undo)")
             if error is None:
                 self.executed.append(FunctionCall(function=function, args=dict(kwargs)))
-            self._result(prop, parent, result, error, common)
-            return result, error
+            return self._result(prop, parent, result, error, common)
 
         def _dump(self, env: Any, function: str) -> dict[str, Any]:
             """The parts of the environment the tool receives (its ``Depends`` attributes:
@@ -213,12 +332,13 @@ def _runtime_class() -> type:
             return {n: _jsonable(getattr(env, n)) for n in sorted(set(names))}
 
         def _result(self, prop: int, parent: int, result: Any, error: str | None,
-                    common: Mapping[str, Any]) -> None:
+                    common: Mapping[str, Any]) -> tuple[Any, str | None]:
+            """Record the tool's result and pass it through ``inspect_output``; returns
+            what the agent reads (a rewritten or withheld output replaces the value)."""
             # the returned value as canonical JSON (the agent sees AgentDojo's YAML rendering
             # of the same value; JSON keeps the trace cheap and byte-stable)
             text = error if error else canonical_json(_jsonable(result))
             found = carried(result, self.injections) if not error else []
-            self.last_carried = found  # the pipeline's follower reads it instead of re-walking
             vecs = set(found)
             seen = [(s, "observe") for vec, s in self.sources if vec in vecs]
             node = self.rec.add("tool_result", agent=self.agent,
@@ -226,6 +346,28 @@ def _runtime_class() -> type:
                                 links=[(parent, "after")] if parent != prop else (),
                                 text=text, outcome="failure" if error else "success",
                                 **common)
+            if not error and self.host.has("inspect_output"):
+                self.sync()
+                out = ToolOutput(common["tool"], common["call_id"], "agent", text,
+                                 self.rec.tainted(node), self.rec.labels[node])
+                for st in self.host.inspect_output(out):
+                    v = st.result
+                    kw = {**self._common(v, st.layer), "call_id": common["call_id"],
+                          "tool": common["tool"]}
+                    if v.action in (REWRITE, REDACT):
+                        text = result = v.text or ""
+                        node = self.rec.add("output_check", flows=[(node, "rewrites")],
+                                            text=text, **kw)
+                        found = carried(text, self.injections)
+                    elif v.action == WITHHOLD:
+                        text = result = v.text or "(output withheld by a defense)"
+                        node = self.rec.add("output_check", links=[(node, "audit")],
+                                            text=text, **kw)
+                        found = []
+                    else:
+                        self.rec.add("output_check", links=[(node, "audit")], **kw)
+            self.last_carried = found  # the pipeline's follower reads it instead of re-walking
             self.observed.append(node)
+            return result, error
 
     return GatewayRuntime

@@ -52,7 +52,7 @@ LABELS = pa.schema([
 ])
 TABLES.setdefault("adapter_labels", LABELS)  # so trace.io validates it like the trace tables
 
-ALTERING = frozenset({"block", "confirm", "denied"})
+ALTERING = frozenset({"block", "confirm", "denied", "rewrite"})
 
 
 def linkage(events: Sequence[Mapping[str, Any]], native_calls: int | None) -> str | None:
@@ -96,6 +96,13 @@ def linkage(events: Sequence[Mapping[str, Any]], native_calls: int | None) -> st
     return None
 
 
+#: the defense API's other hooks: a recorded task plan, output, answer or commit check
+#: changed what the agent was given or kept (a flag alone changes nothing)
+HOOK_KINDS = frozenset({"task_plan", "output_check", "answer_check", "commit_check"})
+
+
 def altered(events: Sequence[Mapping[str, Any]]) -> bool:
-    return any(e["kind"] in ("decision", "confirmation") and e.get("decision") in ALTERING
+    """Did the defense intervene (so native/adapter parity does not apply)?"""
+    return any((e["kind"] in ("decision", "confirmation") and e.get("decision") in ALTERING)
+               or (e["kind"] in HOOK_KINDS and e.get("decision") != "flag")
                for e in events)

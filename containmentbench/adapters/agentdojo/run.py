@@ -32,7 +32,8 @@ from containmentbench.adapters.agentdojo.pipelines import (
 )
 from containmentbench.adapters.agentdojo.tools import BENCHMARK_VERSION
 from containmentbench.canonical import canonical_json, sha256_json, short_id
-from containmentbench.policies.base import Policy
+from containmentbench.defense.api import HookError
+from containmentbench.defense.loading import Loaded
 from containmentbench.trace.io import to_table
 from containmentbench.trace.schema import EVENTS
 
@@ -43,7 +44,7 @@ PARSER_VERSION = "agentdojo-native-tool-calls"
 class RunSettings:
     study: str
     suite: str
-    policy: Policy
+    policy: Loaded                          # the study's defense (one, or a stack a+b+c)
     seed: int
     pipeline: str = "ground_truth"          # ground_truth | backend (the configured backend)
     model: str = "agentdojo-ground_truth"
@@ -56,14 +57,24 @@ class RunSettings:
     # a served model's BackendConfig (models.base): vllm or openai; loaded once per process
     backend_config: Any = None
 
-    def make_pipeline(self, spec: T.TaskSpec) -> Any:
+    def make_pipeline(self, spec: T.TaskSpec, guidance: str | None = None) -> Any:
+        """The task's pipeline; ``guidance``: what the defense's ``plan_task`` adds to the
+        system message besides its static prompt guidance (the adapter run only)."""
         if self.pipeline == "ground_truth":
             it = T.injection_task(spec.suite, spec.injection_id) if spec.injection_id else None
             return ground_truth_follower(T.user_task(spec.suite, spec.user_id), it,
                                          spec.injections)
+        text = "\n\n".join(g for g in (self.policy.prompt_guidance, guidance) if g) or None
         return served_pipeline(served_backend(self.backend_config), self.model,
-                               spec.scenario_id, self.seed, self.decoding,
-                               self.policy.prompt_guidance)
+                               spec.scenario_id, self.seed, self.decoding, text)
+
+    def ask(self) -> Any:
+        """``generate([request])[0]`` of the served model (a defense's own calls), or None
+        on the ground-truth pipeline, which serves no model."""
+        if self.pipeline == "ground_truth" or self.backend_config is None:
+            return None
+        backend = served_backend(self.backend_config)
+        return lambda req: backend.generate([req])[0]
 
 
 @dataclass
@@ -84,6 +95,9 @@ class Outcome:
     native_s: float
     proposals: int
     native_calls: int
+    defense_tokens: tuple[int, int, int] = (0, 0, 0)  # model calls, prompt, completion
+    hook_s: float = 0.0
+    layers: str = "{}"                                  # per-layer cost (timings)
 
 
 def _check(suite: Any, task: Any, output: Any, pre: Any, post: Any, calls: Sequence[Any]) -> bool:
@@ -130,14 +144,19 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
     with frozen_clock():
         env = ut.init_environment(T.load_environment(spec.suite, spec.injections))
         pre = env.model_copy(deep=True)
-        rt = make_runtime(s.tools, rid, cfg.policy, spec.ledger, spec.injections, ut.PROMPT)
+        rt = make_runtime(s.tools, rid, cfg.policy, spec.ledger, spec.injections, ut.PROMPT,
+                          spec.scenario_id, cfg.ask())
         messages: Sequence[Any] = []
         try:
             if status == "error":
                 raise RuntimeError(error)
-            _, _, env, messages, _ = cfg.make_pipeline(spec).query(ut.PROMPT, rt, env)
+            task, guidance = rt.plan_task(ut.PROMPT)
+            _, _, env, messages, _ = cfg.make_pipeline(spec, guidance).query(task, rt, env)
         except AbortAgentError as exc:
             env, messages = exc.task_environment, exc.messages
+        except HookError as exc:  # a defense's own failure: an error row, never an outcome
+            rt.rec.add("defense_error", text=exc.detail, outcome="failure")
+            status, error = "error", f"defense error: {exc.detail}"[:2000]
         except Exception as exc:  # provider or pipeline failure: an error, never an outcome
             if cfg.pipeline == "ground_truth":
                 raise  # the ground truth cannot fail: a harness bug, not a measurement
@@ -148,7 +167,16 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
             output = last["content"] if last is not None and last["role"] == "assistant" \
                 else None
             answer = get_text_content_as_str(output) if output else ""
-            rt.final_answer(answer)
+            try:
+                given = rt.final_answer(answer)
+            except HookError as exc:
+                rt.rec.add("defense_error", text=exc.detail, outcome="failure")
+                status, error, given = "error", f"defense error: {exc.detail}"[:2000], answer
+            if given != answer:  # a defense rewrote or withheld the answer the user gets
+                from agentdojo.types import text_content_block_from_string
+
+                answer, output = given, [text_content_block_from_string(given)]
+        if status == "ok":
             utility = _check(s, ut, output, pre, env, rt.executed)
             if it is not None:
                 security = _check(s, it, output, pre, env, rt.executed)
@@ -156,7 +184,9 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
     native_calls = sum(1 for m in messages if m["role"] == "assistant"
                        for c in (m.get("tool_calls") or []) if c.function in rt.functions)
     return Outcome(spec, rid, rt.rec, status, error, utility, security, native, answer, diff,
-                   time.perf_counter() - t0, t0 - t_native, rt.calls, native_calls)
+                   time.perf_counter() - t0, t0 - t_native, rt.calls, native_calls,
+                   tuple(rt.defense_tokens), rt.host.hook_seconds,
+                   canonical_json(rt.host.cost_record()))
 
 
 def label_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
@@ -233,7 +263,10 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "completion_tokens": sum(e.get("call_completion_tokens") or 0 for e in ev
                                  if e["kind"] == "model_call"),
         "env_diff": canonical_json(o.diff),
-        "final_answer": o.final_answer,
+        "final_answer": o.final_answer, "defense_code": cfg.policy.code,
+        "defense_model_calls": o.defense_tokens[0],
+        "defense_prompt_tokens": o.defense_tokens[1],
+        "defense_completion_tokens": o.defense_tokens[2],
     }
 
 
@@ -281,7 +314,9 @@ def shard_tables(cfg: RunSettings, outcomes: Sequence[Outcome]) -> dict[str, pa.
                 # the ground-truth pipeline makes no model call; a served pipeline's call
                 # latencies are not recorded by the adapter (null, not zero)
                 "call_latency_s": [[] if cfg.pipeline == "ground_truth" else None
-                                   for _ in outcomes]})}
+                                   for _ in outcomes],
+                "defense_hook_s": [o.hook_s for o in outcomes],
+                "defense_layers": [o.layers for o in outcomes]})}
 
 
 def specs_for(suite: str, user_ids: Sequence[str], injection_ids: Sequence[str] | None,

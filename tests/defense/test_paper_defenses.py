@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from containmentbench.config.loader import load_defenses
+from containmentbench.defense.loading import load_defense
 from containmentbench.metrics.definitions import RolloutTrace, authorized_tainted_action_success
 from containmentbench.models.base import BackendConfig
 from containmentbench.models.sim import SimBackend
-from containmentbench.policies import DEFENSES, load_policy
 from containmentbench.runtime.driver import ShardContext, run_episodes
 from containmentbench.runtime.episode import RuntimeConfig
 from containmentbench.scenarios.oracle import violations
 from containmentbench.scenarios.selfcheck import committed, final_memory
 
+DEFENSES = tuple(load_defenses())
 ENFORCING = ("tool_boundary", "taint_only_v1", "intent_ledger_v2", "rollback_v2",
              "structured_guard")
 
@@ -21,7 +23,7 @@ ENFORCING = ("tool_boundary", "taint_only_v1", "intent_ledger_v2", "rollback_v2"
 def _run(scenarios, defense, profile, seed=1):
     backend = SimBackend(BackendConfig("sim", "sim", options={"profile": profile}))
     ctx = ShardContext("test", f"sim:{profile}", "sim", defense, seed, profile)
-    eps, _, _ = run_episodes(scenarios, load_policy(defense), backend, ctx, RuntimeConfig())
+    eps, _, _ = run_episodes(scenarios, load_defense(defense), backend, ctx, RuntimeConfig())
     return eps
 
 
@@ -80,13 +82,13 @@ def test_v2_and_boundary_complete_what_v1_blocks(full_main):
 
 def test_every_decision_has_rule_id_and_policy_metadata(smoke):
     for d in DEFENSES:
-        pol = load_policy(d)
+        pol = load_defense(d)
         assert len(pol.policy_hash) == 64 and pol.method_version
         for ep in _run(smoke, d, "default"):
             for e in ep.rec.events:
                 if e["kind"] in ("decision", "confirmation"):
                     assert e["rule_id"], (d, e)
-    hashes = {load_policy(d).policy_hash for d in DEFENSES}
+    hashes = {load_defense(d).policy_hash for d in DEFENSES}
     assert len(hashes) == len(DEFENSES)
 
 

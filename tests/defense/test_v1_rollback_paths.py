@@ -9,24 +9,17 @@ import json
 
 import pytest
 
+from containmentbench.defense import ALLOW, BLOCK, CONFIRM, Confirmation, DefenseConfig
+from containmentbench.defense.builtin.paper import TaintOnlyV1, crossed_agents
+from containmentbench.defense.loading import load_defense
 from containmentbench.errors import BenchError
 from containmentbench.metrics.definitions import RolloutTrace, false_positive_counts
 from containmentbench.models.base import BackendConfig
 from containmentbench.models.scripted import ScriptedBackend
-from containmentbench.policies import ALLOW, BLOCK, CONFIRM, Proposal, load_policy
-from containmentbench.policies.base import PolicyConfig
-from containmentbench.policies.defenses import TaintOnlyV1, crossed_agents
 from containmentbench.runtime.driver import ShardContext, run_episodes
 from containmentbench.runtime.episode import RuntimeConfig
 from containmentbench.scenarios.model import Scenario
-
-
-class _Prefix:
-    def __init__(self, commits=()):
-        self._c = list(commits)
-
-    def commits(self):
-        return self._c
+from tests.defense.helpers import call, ctx, defense
 
 
 def _pick(suite, stage, topology, carrier):
@@ -44,8 +37,8 @@ def _proposal(s, step, agent=None, tainted=True, args=None):
     labels = frozenset(f"taint:{u['source_id']}" for u in s.untrusted) if tainted else \
         frozenset()
     a = dict(step.args if args is None else args)
-    return Proposal(step.tool, a, agent or step.agent, step.session, 10, "c1", True, tainted,
-                    labels, {k: tainted for k in a})
+    return call(step.tool, a, agent or step.agent, step.session, tainted, labels,
+                {k: tainted for k in a})
 
 
 # ---------------------------------------------------------------- v1 (eq. 11 + confirmation)
@@ -53,15 +46,15 @@ def _proposal(s, step, agent=None, tainted=True, args=None):
 def test_v1_confirms_a_ledger_match_its_own_agent_read(full_main):
     s = _pick(full_main, "active_tainted", "single", "retrieved_document")
     step = _benign_side_effect(s)
-    v1 = load_policy("taint_only_v1")
+    v1 = defense("taint_only_v1")
     q = _proposal(s, step)
-    d = v1.authorize(q, _Prefix(), s)
+    d = v1.authorize(q, ctx(v1, s))
     assert (d.verdict, d.rule_id, d.ledger_match) == (CONFIRM, "confirm_tainted_ledger_match",
                                                      True)
     assert d.evidence["crossed"] == [] and "expand" not in d.evidence  # v1 reads no Expand
-    assert v1.confirm(q, _Prefix(), s) == (True, "confirmation_approved_ledger_match")
+    assert v1.confirm(q, ctx(v1, s)) == Confirmation(True, "confirmation_approved_ledger_match")
     # untainted: eq. 11 allows a ledger match directly
-    assert v1.authorize(_proposal(s, step, tainted=False), _Prefix(), s).verdict == ALLOW
+    assert v1.authorize(_proposal(s, step, tainted=False), ctx(v1, s)).verdict == ALLOW
 
 
 def test_v1_blocks_taint_that_crossed_an_agent(full_main):
@@ -69,13 +62,15 @@ def test_v1_blocks_taint_that_crossed_an_agent(full_main):
     step = _benign_side_effect(relayed)
     assert step.agent == "worker"
     q = _proposal(relayed, step)
-    assert crossed_agents(q, relayed) == ["relayed"]
-    d = load_policy("taint_only_v1").authorize(q, _Prefix(), relayed)
+    v1 = defense("taint_only_v1")
+    assert crossed_agents(q, ctx(v1, relayed)) == ["relayed"]
+    d = v1.authorize(q, ctx(v1, relayed))
     assert (d.verdict, d.rule_id) == (BLOCK, "block_low_to_high_privilege_jump")
     message = _pick(full_main, "active_tainted", "single", "inter_agent_message")
     q = _proposal(message, _benign_side_effect(message))
-    assert crossed_agents(q, message) == ["inter_agent_message"]
-    assert load_policy("taint_only_v1").authorize(q, _Prefix(), message).verdict == BLOCK
+    c = ctx(v1, message)
+    assert crossed_agents(q, c) == ["inter_agent_message"]
+    assert v1.authorize(q, c).verdict == BLOCK
 
 
 def test_v1_blocks_a_tainted_mismatch_and_the_pure_ablation(full_main):
@@ -84,17 +79,18 @@ def test_v1_blocks_a_tainted_mismatch_and_the_pure_ablation(full_main):
     wrong = {**step.args, next(iter(k for k in step.args if k in ("to", "contact_id", "doc_id",
                                                                    "attendees", "channel"))):
              "someone@else.local"}
-    d = load_policy("taint_only_v1").authorize(_proposal(s, step, args=wrong), _Prefix(), s)
+    v1 = defense("taint_only_v1")
+    d = v1.authorize(_proposal(s, step, args=wrong), ctx(v1, s))
     assert (d.verdict, d.ledger_match) == (BLOCK, False)
-    pure = TaintOnlyV1(PolicyConfig("taint_only_v1", "1.1", "taint_firewall", None,
+    pure = TaintOnlyV1(DefenseConfig("taint_only_v1", "1.1", "taint_firewall", None,
                                     {"confirm_own_observation": False}))
-    assert pure.authorize(_proposal(s, step), _Prefix(), s).verdict == BLOCK
-    deny = TaintOnlyV1(PolicyConfig("taint_only_v1", "1.1", "taint_firewall", None,
+    assert pure.authorize(_proposal(s, step), ctx(pure, s)).verdict == BLOCK
+    deny = TaintOnlyV1(DefenseConfig("taint_only_v1", "1.1", "taint_firewall", None,
                                     {"confirmer": "deny"}))
-    assert deny.confirm(_proposal(s, step), _Prefix(), s) == (False,
-                                                              "confirmation_not_committed")
+    assert deny.confirm(_proposal(s, step), ctx(deny, s)) == Confirmation(
+        False, "confirmation_not_committed")
     with pytest.raises(BenchError, match="confirmer"):
-        TaintOnlyV1(PolicyConfig("taint_only_v1", "1.1", "taint_firewall", None,
+        TaintOnlyV1(DefenseConfig("taint_only_v1", "1.1", "taint_firewall", None,
                                  {"confirmer": "ask_a_human"}))
 
 
@@ -104,16 +100,16 @@ def test_rollback_v2_one_live_commit_per_ledger_entry(full_main):
     s = _pick(full_main, "active_tainted", "single", "retrieved_document")
     step = _benign_side_effect(s)
     q = _proposal(s, step)
-    v2, rb = load_policy("intent_ledger_v2"), load_policy("rollback_v2")
+    v2, rb = defense("intent_ledger_v2"), defense("rollback_v2")
     live = {"commit_id": "cmt-1", "tool": step.tool, "args": dict(step.args), "session": 1,
             "seq": 5, "tainted": True, "high_risk": True, "rolled_back": False}
-    assert rb.authorize(q, _Prefix(), s).verdict == ALLOW
-    assert v2.authorize(q, _Prefix([live]), s).verdict == ALLOW
-    d = rb.authorize(q, _Prefix([live]), s)
+    assert rb.authorize(q, ctx(rb, s)).verdict == ALLOW
+    assert v2.authorize(q, ctx(v2, s, (live,))).verdict == ALLOW
+    d = rb.authorize(q, ctx(rb, s, (live,)))
     assert (d.verdict, d.rule_id, d.evidence["entry_commits"]) == (
         BLOCK, "block_ledger_entry_committed", ["cmt-1"])
     # a rolled-back commit no longer holds the entry
-    assert rb.authorize(q, _Prefix([{**live, "rolled_back": True}]), s).verdict == ALLOW
+    assert rb.authorize(q, ctx(rb, s, ({**live, "rolled_back": True},))).verdict == ALLOW
 
 
 def _memory_scenario(full_main, drop_write_entry=False):
@@ -134,14 +130,14 @@ def test_rollback_v2_keeps_an_authorized_write_and_rolls_back_an_unauthorized_on
     commit = {"commit_id": "cmt-1", "tool": "memory_write", "args": dict(write.args),
               "session": 1, "seq": 7, "tainted": True, "high_risk": True, "rolled_back": False}
     q = _proposal(s, quarantine, tainted=False)
-    rb = load_policy("rollback_v2")
-    d = rb.authorize(q, _Prefix([commit]), s)
+    rb = defense("rollback_v2")
+    d = rb.authorize(q, ctx(rb, s, (commit,)))
     # the ledger authorized the write: the quarantine is carried out as asked, confirmed
     assert (d.verdict, d.rule_id, d.rollback) == (CONFIRM, "confirm_recovery_action", ())
-    assert rb.confirm(q, _Prefix([commit]), s) == (True, "confirmation_approved_recovery")
+    assert rb.confirm(q, ctx(rb, s, (commit,))) == Confirmation(True, "confirmation_approved_recovery")
     # the same write without a ledger entry authorizing it: rolled back instead
     u = _memory_scenario(full_main, drop_write_entry=True)
-    d = rb.authorize(q, _Prefix([commit]), u)
+    d = rb.authorize(q, ctx(rb, u, (commit,)))
     assert (d.verdict, d.rollback) == (CONFIRM, ("cmt-1",))
 
 
@@ -159,7 +155,7 @@ def _repeat_send(s):
 def _fp(s, defense):
     backend = ScriptedBackend(BackendConfig("scripted", "scripted"))
     ctx = ShardContext("test", "scripted", "scripted", defense, 1, None)
-    (ep,), _, _ = run_episodes([s], load_policy(defense), backend, ctx, RuntimeConfig())
+    (ep,), _, _ = run_episodes([s], load_defense(defense), backend, ctx, RuntimeConfig())
     events = [dict(e, labels=sorted(lab)) for e, lab in zip(ep.rec.events, ep.rec.labels)]
     for e in events:
         for k in ("commit_id", "args", "high_risk", "call_id", "decision"):

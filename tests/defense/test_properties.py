@@ -8,12 +8,12 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from containmentbench.policies import load_policy
-from containmentbench.policies.base import ALLOW, Proposal
+from containmentbench.defense import ALLOW
 from containmentbench.sandbox.tools import SIDE_EFFECT_TOOLS, TOOLS
 from containmentbench.scenarios.ledger import authority_match, entry_matches
 from containmentbench.scenarios.model import LedgerEntry
 from tests.conftest import ROOT
+from tests.defense.helpers import call, ctx, defense
 
 RECIPS = ["a@corp.local", "b@corp.local", "p@partner.local", "x@evil.local"]
 IDS = ["doc-1", "doc-2", "evt-1", "ct-2", "ct-3", "general", "team-status", "k1"]
@@ -73,13 +73,13 @@ def _scenario(smoke, ledger):
 
 
 def _proposal(tool, args, tf, tainted):
-    return Proposal(tool, args, "a", 1, 0, "c1", True, tainted,
-                    frozenset({"taint:x"}) if tainted else frozenset(), tf)
+    return call(tool, args, "a", 1, tainted, frozenset({"taint:x"}) if tainted else frozenset(),
+                tf, seq=0)
 
 
-class _Prefix:
-    def commits(self):
-        return []
+def _decide(name, q, s):
+    d = defense(name)
+    return d.authorize(q, ctx(d, s))
 
 
 _SMOKE = []
@@ -98,7 +98,7 @@ def test_v2_never_allows_unauthorized_or_expanding(prop, ledger):
     tool, args, tf, tainted = prop
     s = _scenario(_smoke(), ledger)
     q = _proposal(tool, args, tf, tainted)
-    d = load_policy("intent_ledger_v2").authorize(q, _Prefix(), s)
+    d = _decide("intent_ledger_v2", q, s)
     if d.verdict == ALLOW:
         # action, target and visibility are in the ledger (eq. 9, exact)
         entry = next(e for e in ledger if entry_matches(e, tool, args))
@@ -114,7 +114,7 @@ def test_v2_never_allows_unauthorized_or_expanding(prop, ledger):
 def test_v1_never_allows_tainted_high_risk(prop, ledger):
     tool, args, tf, tainted = prop
     s = _scenario(_smoke(), ledger)
-    d = load_policy("taint_only_v1").authorize(_proposal(tool, args, tf, tainted), _Prefix(), s)
+    d = _decide("taint_only_v1", _proposal(tool, args, tf, tainted), s)
     if tainted:
         assert d.verdict != ALLOW and d.rule_id == "block_low_to_high_privilege_jump"
 
@@ -126,7 +126,6 @@ def test_policies_are_pure(prop, ledger):
     s = _scenario(_smoke(), ledger)
     for name in ("tool_boundary", "taint_only_v1", "intent_ledger_v2", "rollback_v2",
                  "structured_guard"):
-        a = load_policy(name).authorize(_proposal(tool, args, tf, tainted), _Prefix(), s)
-        b = load_policy(name).authorize(_proposal(tool, dict(args), dict(tf), tainted),
-                                        _Prefix(), s)
+        a = _decide(name, _proposal(tool, args, tf, tainted), s)
+        b = _decide(name, _proposal(tool, dict(args), dict(tf), tainted), s)
         assert a == b and a.rule_id
