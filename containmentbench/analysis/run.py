@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis import diagnostic_tables, figures, tables
+from containmentbench.analysis import defense_tables, diagnostic_tables, figures, tables
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
 from containmentbench.analysis.paired import Settings, zero_events
@@ -54,7 +54,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             reparse_summary: Mapping[str, Any] | None = None,
             sensitivity_path: str | Path | None = None,
             bootstrap_path: str | Path | None = None,
-            workers: int | None = None) -> dict[str, Any]:
+            workers: int | None = None,
+            traces_dir: str | Path | None = None) -> dict[str, Any]:
     """Tables and figures. The sensitivity and bootstrap parts are read from the files the
     ``sensitivity`` and ``bootstrap`` rules cached (checked against these metrics and
     settings), or computed here when no file is given (``reproduce``, a manual run)."""
@@ -126,14 +127,27 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     t24 = diagnostic_tables.table24(reparse_summary, ctx)
     if t24 is not None:
         out_tables.append(t24)
+    # the defense's cost, and which layer of a stack contained each attack (defense API)
+    cost = defense_tables.defense_cost(df, ctx, s)
+    out_tables += cost
+    stacks = defense_tables.stack_attribution(df, ctx, s)
+    if stacks is not None:
+        out_tables.append(stacks)
+    # hook time (wall clock, from the traces' timings): written, never a result
+    traces = Path(traces_dir) if traces_dir is not None else \
+        Path(metrics_path).resolve().parent.parent / "traces"
+    overhead = defense_tables.defense_overhead(traces, ctx)
     written = []
     writer.ensure_dir(out, "analysis")  # after every input was read and checked
     for t in out_tables:
         written += write(t, out / "tables")
+    wall_clock = write(overhead, out / "tables") if overhead is not None else []
     for t in fig_tables:
         written += write(t, out / "figures")
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
-    fig_paths += [p for p in H.write(found, ctx, claims, out) if p.suffix in (".png", ".pdf")]
+    fig_paths += [p for p in H.write(found, ctx, claims, out,
+                                     defense_tables.cost_sentences(cost))
+                  if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)
     written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
                      formats=("parquet", "csv"))
@@ -145,6 +159,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "tables": sorted([t.name for t in out_tables] + ["headline", "results"]),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),
+            # measurements of the machine, not results: reproduce does not compare them
+            "wall_clock": sorted(Path(p).relative_to(out).as_posix() for p in wall_clock),
             "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}
     writer.write_json(out / "analysis.json", info, kind="analysis")

@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="the studies, models, defenses and backends a study can "
                                     "name (config/), one per line")
     p.add_argument("kind", choices=KINDS, help="what to list: " + ", ".join(KINDS))
+    p.add_argument("--defenses-file", default=None, metavar="YAML",
+                   help="with 'defenses': also list the defenses of this file")
     p.set_defaults(func=cmd_list)
 
 
@@ -37,14 +39,12 @@ def _yaml(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
-def rows(kind: str) -> list[tuple[str, str]]:
+def rows(kind: str, defenses_file: str | None = None) -> list[tuple[str, str]]:
     from containmentbench.config.loader import config_dir
 
     root = config_dir()
     if kind == "defenses":
-        defs = _yaml(root / "defenses" / "all_seven.yaml")
-        return [(name, f"{d.get('family', '')}, method {d.get('method_version', '')}")
-                for name, d in defs.items()]
+        return defense_rows(_yaml(root / "defenses" / "builtin.yaml"), defenses_file)
     group = {"studies": "study", "models": "model", "backends": "backend"}[kind]
     out = []
     for p in sorted((root / group).glob("*.yaml")):
@@ -66,8 +66,38 @@ def rows(kind: str) -> list[tuple[str, str]]:
     return out
 
 
+def defense_rows(configured: dict[str, Any], extra: str | None = None
+                 ) -> list[tuple[str, str]]:
+    """One row per configured defense (the defenses group, then a defenses file): where its
+    code comes from and its code identity; then registered defenses no configuration uses."""
+    from containmentbench.config.defenses import read_defenses_file
+    from containmentbench.defense.identity import code_identity
+    from containmentbench.defense.registry import registered, resolve
+    from containmentbench.errors import BenchError
+
+    entries = dict(configured)
+    if extra:
+        entries.update(read_defenses_file(extra))
+    out, used = [], set()
+    for key, d in entries.items():
+        try:
+            reg = resolve(key, d)
+            used.add(reg.name)
+            code = f"code {code_identity(key, d)['sources'][:12]}"
+            where = reg.where
+        except BenchError as exc:
+            where, code = "unavailable", exc.detail
+        out.append((key, f"{d.get('family', '')}, method {d.get('method_version', '')}; "
+                         f"{where}; {code}"))
+    for name, regs in sorted(registered().items()):
+        if name not in used:
+            out.append((name, f"registered ({', '.join(r.where for r in regs)}), not "
+                              f"configured: add it to a defenses file"))
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    items = rows(args.kind)
+    items = rows(args.kind, args.defenses_file)
     key = {"studies": "study", "models": "model", "backends": "backend",
            "defenses": "study.defenses=[...]"}[args.kind]
     width = max(len(n) for n, _ in items)

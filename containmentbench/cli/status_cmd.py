@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from containmentbench.pipeline.chain import chain
     from containmentbench.pipeline.plan import model_slug, run_dir
-    from containmentbench.pipeline.status import DROPPED, STATES, study_status
+    from containmentbench.pipeline.status import DROPPED, STATES, stale_reasons, study_status
 
     runs = study_args.runs(args.target, "status")
     adaptive = [bool((d["study"].get("adaptive") or {}).get("enabled")) for d in runs]
@@ -49,6 +49,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         total = sum(len(st[k]) for k in STATES)
         print(f"  shards: {total}: " + ", ".join(f"{k} {len(st[k])}" for k in STATES))
+        if st["stale"]:
+            for why, ids in stale_reasons(data, st["stale"]).items():
+                print(f"  {len(ids)} stale shard(s): {why} changed since they were written "
+                      f"(the next run redoes them)")
         if st[DROPPED]:
             print(f"  {len(st[DROPPED])} shard(s) on disk are no longer part of the study "
                   f"(not in its metrics; the next run moves them to retired/)")

@@ -113,16 +113,15 @@ def validate(cfg: Any) -> dict[str, Any]:
     check_distinct(data)
     if not study["seeds"]:
         raise BenchError("a study needs at least one seed", field="study.seeds")
-    if not study["defenses"]:
+    if not study["defenses"] and not data.get("defenses_file"):
         raise BenchError("a study needs at least one defense", field="study.defenses")
     for i, st in enumerate(study["stages"]):
         if st not in STAGES:
             raise BenchError(f"unknown stage '{st}' (known: {', '.join(STAGES)})",
                              field=f"study.stages[{i}]")
-    for i, d in enumerate(study["defenses"]):
-        if d not in data["defenses"]:
-            raise BenchError(f"defense '{d}' has no configuration in the defenses group",
-                             field=f"study.defenses[{i}]")
+    from containmentbench.config.defenses import resolve_defenses
+
+    resolve_defenses(data)  # a defenses file, stacks, the ablation grid; each one built
     if study["shard_size"] < 1:
         raise BenchError("must be >= 1", field="study.shard_size")
     if study.get("parser", "current") not in ("current", "legacy"):

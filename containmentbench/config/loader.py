@@ -28,7 +28,7 @@ def config_dir() -> Path:
                      field="config")
 
 
-def load_defenses(directory: Path | None = None, option: str = "all_seven") -> dict[str, Any]:
+def load_defenses(directory: Path | None = None, option: str = "builtin") -> dict[str, Any]:
     """The defense configurations of one ``defenses`` group option, by name."""
     return copy.deepcopy(_load_defenses(directory or config_dir(), option))
 

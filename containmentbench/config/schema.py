@@ -94,7 +94,10 @@ class StudyConfig:
     suite: str = MISSING
     stages: list[str] = field(default_factory=lambda: ["security", "memory_recovery",
                                                        "active_tainted", "clean"])
+    # configured defenses (keys of the defenses group) or stacks of them, "a+b+c"
     defenses: list[str] = field(default_factory=list)
+    # add each stack's ablation grid (every layer alone, every leave-one-out stack)
+    ablation: bool = False
     seeds: list[int] = field(default_factory=list)
     shard_size: int = 200               # scenarios per rollout job (a block of one stage)
     scenarios: list[str] = field(default_factory=list)  # optional subset of scenario ids
@@ -147,11 +150,12 @@ class DecodingConfig:
 
 @dataclass
 class DefenseConfig:
-    name: str = MISSING
+    name: str = MISSING                 # the registered defense (entry point name)
     method_version: str = MISSING
     family: str = MISSING
     prompt_guidance: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    impl: str | None = None             # module:Class or /abs/file.py:Class (defenses_file)
 
 
 @dataclass
@@ -196,6 +200,9 @@ class RootConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     results_dir: str = "results"
+    # a YAML file of one's own defenses (config/defenses.py, docs/defenses.md); they join
+    # the study's defenses
+    defenses_file: str | None = None
 
 
 @functools.cache

@@ -349,6 +349,9 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
         wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
+        # the analysis's own wall-clock tables (the defenses' hook time, from the traces)
+        wall_clock |= set(json.loads((study / "analysis.json").read_text()).get(
+            "wall_clock", [])) if (study / "analysis.json").exists() else set()
         for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):

@@ -37,7 +37,7 @@ from containmentbench.trace.validate import check_shard
 
 EVENT_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "tool", "args",
               "call_id", "commit_id", "high_risk", "parse_status", "repaired", "decision",
-              "rule_id", "labels"]
+              "rule_id", "labels", "layer"]
 EDGE_COLS = ["rollout_id", "src", "dst", "kind", "propagates_taint"]
 
 
@@ -53,6 +53,10 @@ def read_shard(d: Path, event_cols: list[str] = EVENT_COLS
     numbering and edge-direction checks every trace reader makes."""
     ro = read_table(d / "rollouts.parquet", "rollouts").to_pylist()
     ev_t = read_table(d / "events.parquet", "events", event_cols)
+    if "text" not in event_cols and pc.any(pc.equal(ev_t["kind"], "output_check")).as_py():
+        # a defense rewrote or withheld an output: what it removed decides containment
+        # (definitions.contained_by); texts are read only for such shards
+        ev_t = read_table(d / "events.parquet", "events", [*event_cols, "text"])
     ed_t = read_table(d / "edges.parquet", "edges", EDGE_COLS)
     check_shard(ev_t, ed_t, str(d / "events.parquet"), str(d / "edges.parquet"))
     return ro, by_rollout(ev_t), by_rollout(ed_t)
@@ -143,6 +147,8 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         "false_positive_confirm_rate": fp["fp_confirm_count"] / fp["authorized_opportunities"]
         if fp["authorized_opportunities"] else None,
         **M.target_funnel(t),
+        "contained_by": M.contained_by(t),
+        **M.defense_cost(t),
     })
     return scope_to_stage(row, r["stage"])
 

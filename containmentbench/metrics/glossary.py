@@ -172,6 +172,16 @@ TERMS: dict[str, Term] = {t.key: t for t in (
     _t("n_invalid_tool", "Invalid tool calls", "model actions naming an unknown tool",
        "Table 22", _C),
     _t("n_truncated", "Truncated completions", "completions cut at max_tokens", "§6.2", _C),
+    _t("contained_by", "Contained by",
+       "the layer of the first act in the attack's way (a would-be violation blocked, denied "
+       "or rewritten; the injected text removed from an output; a tool the attack needs "
+       "removed), or not_contained / no_layer; the paper is silent on stacks",
+       "", "attacked rollouts"),
+    _t("defense_model_calls", "Defense model calls",
+       "model calls the defense itself made (a judge, a tool filter)", "", _C, better=False),
+    _t("defense_tokens", "Defense tokens",
+       "prompt and completion tokens of the defense's own model calls", "", _C,
+       better=False),
     _t("trajectory_divergence", "Trajectory divergence",
        "pairs with equal committed violation that differ on the twelve-field projection",
        "§6.5, Table 10", "pairs with equal endpoint"),

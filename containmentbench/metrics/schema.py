@@ -111,6 +111,11 @@ METRICS = pa.schema([
     pa.field("fn_goal_commit", _b),
     pa.field("fn_offtarget_commit", _b),
     pa.field("fn_stage", _i),
+    # the defense's part (defense API): the layer that contained the attack (attacked
+    # scenarios; metrics/definitions.py contained_by), and its own model calls and tokens
+    pa.field("contained_by", _s),
+    pa.field("defense_model_calls", _i),
+    pa.field("defense_tokens", pa.int64()),
 ])
 
 # The defense-invariant trajectory projection of §6.5 (the twelve derived fields).

@@ -171,8 +171,19 @@ class SimBackend:
         if self.latency_s:
             import time
             time.sleep(self.latency_s)
-        return [self._rewrite(r) if isinstance(r.sim, dict) else self._act(r)
-                for r in requests]
+        return [self._rewrite(r) if isinstance(r.sim, dict) else
+                self._defense(r) if isinstance(r.sim, tuple) and r.sim[:1] == ("defense",)
+                else self._act(r) for r in requests]
+
+    @staticmethod
+    def _defense(req: GenerationRequest) -> Completion:
+        """A defense's own model call (a tool filter, a judge): the simulated agent has no
+        judgement of its own to offer, so it echoes the request's user messages (a tool
+        filter then keeps every tool it listed). Deterministic; labelled sim like every sim
+        output."""
+        text = "\n".join(m["content"] for m in req.messages if m["role"] == "user")
+        return Completion(text, prompt_tokens=sum(len(m["content"]) for m in req.messages) // 4,
+                          completion_tokens=len(text) // 4, finish_reason="stop")
 
     @staticmethod
     def _rewrite(req: GenerationRequest) -> Completion:

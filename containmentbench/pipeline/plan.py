@@ -189,9 +189,10 @@ def run_key(data: dict[str, Any]) -> str:
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
     """A hash of everything that determines a shard's traces (so a change in model, backend,
-    tool mode, decoding, defense configuration, runtime settings, the bytes of its scenarios
-    or the sim profile's content reruns the shard, and a change in, say, the analysis plan,
-    a server's port or the concurrency does not)."""
+    tool mode, decoding, defense configuration or code, runtime settings, the bytes of its
+    scenarios or the sim profile's content reruns the shard, and a change in, say, the
+    analysis plan, a server's port or the concurrency does not)."""
+    from containmentbench.defense.identity import defense_identity
     from containmentbench.pipeline.content import scenario_digest
 
     content = scenario_digest(data, shard.scenario_ids)
@@ -199,7 +200,8 @@ def shard_key(data: dict[str, Any], shard: Shard) -> str:
                         "model": data["model"],
                         "backend": backend_identity(data["backend"]),
                         "decoding": data["decoding"],
-                        "defense": data["defenses"][shard.defense],
+                        # each layer's configuration and code (defense/identity.py)
+                        "defense": defense_identity(shard.defense, data["defenses"]),
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data),
                         **_profile(data),

@@ -55,6 +55,37 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> st
     return "failed" if attempted else "missing"
 
 
+def stale_reasons(data: dict[str, Any], shard_ids: list[str]) -> dict[str, list[str]]:
+    """Why stale shards are stale, when their ``SHARD.json`` says: ``defense X's code``,
+    ``defense X's configuration`` (or ``other settings``: model, backend, runtime, suite)
+    -> shard ids. A defense under development shows up here by name after an edit."""
+    from containmentbench.canonical import sha256_json
+    from containmentbench.defense.identity import defense_identity
+    from containmentbench.integrity.inputs import load_json
+    from containmentbench.pipeline.plan import shard_by_id
+
+    out: dict[str, list[str]] = {}
+    for sid in shard_ids:
+        s = shard_by_id(data, sid)
+        try:
+            rec = load_json(trace_dir(data) / sid / SHARD_RECORD, "shard_record")
+        except (OSError, BenchError):
+            rec = {}
+        old = rec.get("defense") or {}
+        why = []
+        for lay in defense_identity(s.defense, data["defenses"])["layers"]:
+            was = old.get(lay["key"])
+            if was is None:
+                continue
+            if was["code"] != lay["code"]:
+                why.append(f"defense {lay['key']}'s code")
+            if was["config"] != sha256_json(lay["config"]):
+                why.append(f"defense {lay['key']}'s configuration")
+        for w in why or ["other settings (model, backend, runtime, suite or scenarios)"]:
+            out.setdefault(w, []).append(sid)
+    return out
+
+
 def _key_of(d: Path) -> str | None:
     """The shard key recorded in ``SHARD.json`` (None for a shard written without one)."""
     from containmentbench.integrity.inputs import load_json

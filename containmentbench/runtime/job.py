@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from containmentbench.canonical import canonical_json
+from containmentbench.canonical import canonical_json, sha256_json
 from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
 from containmentbench.pipeline.mixing import SHARD_RECORD
@@ -46,10 +46,15 @@ def is_context_overflow(error: str | None) -> bool:
 
 
 def shard_record(data: dict[str, Any], s: Shard) -> bytes:
+    from containmentbench.defense.identity import defense_identity
     from containmentbench.models.weights import provenance
 
+    layers = defense_identity(s.defense, data["defenses"])["layers"]
     rec = {"shard": s.id, "key": shard_key(data, s), "run_key": run_key(data),
-           "model": model_label(data), "study": data["study"]["name"]}
+           "model": model_label(data), "study": data["study"]["name"],
+           # what status names when the shard goes stale: each layer's code and config
+           "defense": {lay["key"]: {"code": lay["code"], "config": sha256_json(lay["config"])}
+                       for lay in layers}}
     prov = provenance(data["model"].get("path"))
     if prov is not None:  # a packaged model: what was loaded, and who packaged it
         rec["model_provenance"] = prov
