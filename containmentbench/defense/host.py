@@ -57,6 +57,7 @@ from containmentbench.defense.context import (
     ToolCall,
     ToolOutput,
 )
+from containmentbench.defense.watch import hook_call
 
 _RANK = {ALLOW: 0, REWRITE: 1, CONFIRM: 2, BLOCK: 3}
 
@@ -77,6 +78,7 @@ class LayerCost:
     hook_s: float = 0.0
     hook_calls: int = 0
     model_calls: int = 0
+    per_hook: dict[str, list[float]] = field(default_factory=dict)  # seconds of each call
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +154,8 @@ class DefenseHost:
         cost = self.costs[d.label]
         t0 = time.perf_counter()
         try:
-            out = getattr(d, hook)(*args, self.contexts[i])
+            with hook_call(d.label, hook, self.where):
+                out = getattr(d, hook)(*args, self.contexts[i])
         except HookError:
             raise
         except Exception as exc:  # a defense's own bug: an error row, never an outcome
@@ -160,8 +163,10 @@ class DefenseHost:
             raise HookError(f"defense '{d.label}' hook '{hook}' on scenario '{self.where}' "
                             f"raised {type(exc).__name__}: {text}") from exc
         finally:
-            cost.hook_s += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            cost.hook_s += dt
             cost.hook_calls += 1
+            cost.per_hook.setdefault(hook, []).append(dt)
         if out is not None:
             why = malformed(hook, out, tools)
             if why:

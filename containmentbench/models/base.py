@@ -64,6 +64,17 @@ class Completion:
     served_model: str | None = None    # the reply's ``model`` (HTTP providers; checked there)
 
 
+def defense_echo(req: GenerationRequest) -> Completion | None:
+    """A defense's own model call (``sim=("defense", layer)``, runtime/episode.py) answered
+    by a backend that has no model (sim, scripted): the request's user messages echoed (a
+    tool filter then keeps every tool it listed). None for any other request."""
+    if not (isinstance(req.sim, tuple) and req.sim[:1] == ("defense",)):
+        return None
+    text = "\n".join(m["content"] for m in req.messages if m["role"] == "user")
+    return Completion(text, prompt_tokens=sum(len(m["content"]) for m in req.messages) // 4,
+                      completion_tokens=len(text) // 4, finish_reason="stop")
+
+
 def call_record(c: Completion) -> dict[str, Any]:
     """The per-call fields of a ``model_call`` trace event (latency goes to timings only)."""
     return {"prompt_hash": c.prompt_hash, "tool_mode": c.tool_mode,

@@ -11,7 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from containmentbench.models.base import BackendConfig, Completion, GenerationRequest
+from containmentbench.models.base import (
+    BackendConfig,
+    Completion,
+    GenerationRequest,
+    defense_echo,
+)
 
 
 class ScriptedBackend:
@@ -24,7 +29,7 @@ class ScriptedBackend:
             raise ValueError(f"plan must be benign or attacker, got {self.plan!r}")
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
-        return [self._next(r) for r in requests]
+        return [defense_echo(r) or self._next(r) for r in requests]
 
     def close(self) -> None:
         pass

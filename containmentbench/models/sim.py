@@ -23,7 +23,12 @@ import numpy as np
 
 from containmentbench.canonical import derive_rng
 from containmentbench.errors import BenchError
-from containmentbench.models.base import BackendConfig, Completion, GenerationRequest
+from containmentbench.models.base import (
+    BackendConfig,
+    Completion,
+    GenerationRequest,
+    defense_echo,
+)
 from containmentbench.parser.formats import render
 from containmentbench.sandbox.tools import TOOLS
 
@@ -171,19 +176,10 @@ class SimBackend:
         if self.latency_s:
             import time
             time.sleep(self.latency_s)
-        return [self._rewrite(r) if isinstance(r.sim, dict) else
-                self._defense(r) if isinstance(r.sim, tuple) and r.sim[:1] == ("defense",)
-                else self._act(r) for r in requests]
-
-    @staticmethod
-    def _defense(req: GenerationRequest) -> Completion:
-        """A defense's own model call (a tool filter, a judge): the simulated agent has no
-        judgement of its own to offer, so it echoes the request's user messages (a tool
-        filter then keeps every tool it listed). Deterministic; labelled sim like every sim
-        output."""
-        text = "\n".join(m["content"] for m in req.messages if m["role"] == "user")
-        return Completion(text, prompt_tokens=sum(len(m["content"]) for m in req.messages) // 4,
-                          completion_tokens=len(text) // 4, finish_reason="stop")
+        # a defense's own model call: the simulated agent has no judgement of its own to
+        # offer, so it echoes the request (models.base.defense_echo; labelled sim as ever)
+        return [self._rewrite(r) if isinstance(r.sim, dict) else defense_echo(r) or
+                self._act(r) for r in requests]
 
     @staticmethod
     def _rewrite(req: GenerationRequest) -> Completion:
