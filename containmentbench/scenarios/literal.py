@@ -40,6 +40,7 @@ from typing import Any
 from containmentbench.models.base import BackendConfig, Completion, GenerationRequest
 from containmentbench.models.scripted import ScriptedBackend
 from containmentbench.policies import load_policy
+from containmentbench.runtime import prompts
 from containmentbench.runtime.driver import ShardContext, run_episodes
 from containmentbench.runtime.state import RuntimeConfig
 from containmentbench.sandbox.tools import TOOLS
@@ -90,7 +91,7 @@ def named_ids(req: GenerationRequest) -> frozenset[str]:
     """Where an agent reads an id *as an id*: the ``enum`` values of the request's tool
     schemas, and the quoted tokens of what it was shown outside those schemas (inside them
     every parameter name is quoted, ``delegate``'s ``"worker"`` among them)."""
-    schemas = json.dumps(list(req.tools), sort_keys=True)  # as the system prompt embeds them
+    schemas = prompts.render_schemas(list(req.tools))  # as the system prompt embeds them
     texts = [m["content"].replace(schemas, " ") for m in req.messages
              if m["role"] != "assistant"]
     ids = set(re.findall(r'"([^"\s]+)"', " ".join(texts)))
