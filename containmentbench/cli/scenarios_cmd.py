@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="full_main | stress | smoke | exposed | exposed_smoke")
     f.add_argument("--seed", type=T.seed, default=None, help="generator seed")
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
-    c = ssub.add_parser("check", help="hash drift check + positive-control self-check")
+    c = ssub.add_parser("check", help="hash drift check + positive-control self-check + "
+                                      "literal-reader check (exit 2 when a plan needs a "
+                                      "value its agent was never shown)")
     c.add_argument("--suite", required=True, help="suite name or folder")
     c.add_argument("--stage", default=None, help="check one stage only (default: every stage)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -81,6 +83,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios.literal import check_literal
     from containmentbench.scenarios.manifest import load_suite, suite_dir, verify_suite
     from containmentbench.scenarios.selfcheck import check, summary
 
@@ -91,13 +94,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     scenarios = load_suite(directory, args.stage)
     t0 = time.perf_counter()
     results = check(scenarios)
+    literal = check_literal(scenarios)
     dt = time.perf_counter() - t0
     summ = summary(results)
     summ["manifest_drift"] = problems
+    summ["literal"] = {"steps": literal.steps, "hidden": [h.line() for h in literal.hidden]}
     summ["seconds"] = round(dt, 2)
     for r in results:
         for prob in r.problems:
             print(f"FAIL {r.scenario_id}: {prob}", file=sys.stderr)
+    for h in literal.hidden:
+        print(f"hidden value: {h.line()}", file=sys.stderr)
     if args.json:
         print(json.dumps(summ, indent=2, sort_keys=True))
     else:
@@ -109,6 +116,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{'domain':<18}{'n':>6}{'failed':>8}")
         for k, v in summ["by_domain"].items():
             print(f"{k:<18}{v['n']:>6}{v['failed']:>8}")
+        print(f"literal reader: {literal.steps} plan steps checked, "
+              f"{len(literal.hidden)} need a value their agent was not shown")
+    if literal.hidden:
+        return 2  # bad input: a scenario a real model cannot solve by reading
     return 1 if (summ["failed"] or problems) else 0
 
 

@@ -12,6 +12,9 @@ their declared order): decoders such as xgrammar emit properties in schema order
 schema whose keys were sorted made Qwen2.5-Coder-0.5B answer every first step with a final
 answer rather than start an action with ``{"arguments"``.
 
+A parameter whose schema enumerates its values (an agent tool's reachable agent ids) keeps
+that enum, so the decoder can only name an agent the caller can reach.
+
 Strings have length bounds, so a model that would otherwise loop inside a string cannot
 run to ``max_tokens`` unchecked (a completion cut at ``max_tokens`` is still recorded as
 ``truncated``, never as an action). Arguments carry no ``additionalProperties``, so the parser
@@ -35,7 +38,9 @@ MAX_ITEMS = 8
 def _arguments(parameters: dict[str, Any]) -> dict[str, Any]:
     props = {}
     for name, p in (parameters.get("properties") or {}).items():
-        if p.get("type") == "array":
+        if p.get("enum"):  # an agent tool's reachable ids (sandbox/tools.py: ToolSpec.schema)
+            props[name] = {"type": "string", "enum": list(p["enum"])}
+        elif p.get("type") == "array":
             props[name] = {"type": "array", "maxItems": MAX_ITEMS,
                            "items": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD}}
         else:

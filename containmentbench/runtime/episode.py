@@ -51,7 +51,7 @@ from containmentbench.runtime.state import (
 from containmentbench.sandbox.tools import TOOLS, is_high_risk
 from containmentbench.sandbox.world import World, diff
 from containmentbench.scenarios.model import Scenario
-from containmentbench.scenarios.topology import ROLE_TOOLS
+from containmentbench.scenarios.topology import ROLE_TOOLS, reachable
 from containmentbench.trace.recorder import Recorder, is_tainted
 
 
@@ -158,12 +158,14 @@ class Episode:
             self.effects.sync()
             view, steps = self.host.plan_task(view)
         guidance = [g for g in (self.host.guidance, *(st.result.guidance for st in steps)) if g]
+        targets = reachable(self.s.agents, spec["role"])
         agent = AgentRun(spec["id"], spec["role"], inst, d.delegation_id, d.parent_id,
                          self.gateway.principal_id, view.tools,
                          [{"role": "system", "content": prompts.system_prompt(
                              spec["role"], view.tools, "\n\n".join(guidance) or None,
-                             self.cfg.tool_mode)}], [])
+                             self.cfg.tool_mode, targets)}], [])
         agent.parent = parent
+        agent.targets = targets
         dlg = self.rec.add("delegate", agent=agent, links=links, action_semantic="delegate",
                            resource_class="agent", resource_id=d.delegation_id,
                            tool="delegate" if parent else None, outcome="success")
@@ -216,7 +218,8 @@ class Episode:
                           step) & 0x7FFFFFFF
         return GenerationRequest(
             request_id=f"{self.spec.rollout_id}/{a.instance}/{step}",
-            messages=a.messages, tools=list(prompts.tool_schemas(a.tools)), seed=seed,
+            messages=a.messages, tools=list(prompts.tool_schemas(a.tools, a.targets)),
+            seed=seed,
             max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
             sim=(self.s, a, self.spec), tool_mode=self.cfg.tool_mode)
 
@@ -537,13 +540,11 @@ class Episode:
 
     def _agent_tool(self, a: AgentRun, tool: str, args: dict[str, Any], prop: int,
                     call_id: str) -> None:
-        target = args["worker"] if tool == "delegate" else args["to"]
+        target = args["worker"] if tool == "delegate" else args["to"]  # ToolSpec.agent_field
         text = args["task"] if tool == "delegate" else args["note"]
         spec = self.agent_specs.get(target)
-        expected = {"delegate": {"supervisor": "worker"},
-                    "handoff": {"researcher": "agent_b", "reviewer": "agent_c"}}[tool]
-        if spec is None or expected.get(a.role) != target:
-            msg = prompts.tool_error(tool, f"unknown or unreachable agent '{target}'")
+        if spec is None or target not in a.targets:
+            msg = prompts.unreachable(tool, target, a.targets)
             res = self.rec.add("tool_result", agent=a, links=[(prop, "invocation")],
                                call_id=call_id, tool=tool, outcome="failure", text=msg)
             self._observe(a, res, msg)
@@ -558,10 +559,16 @@ class Episode:
             a.done = True
             child, task = self._spawn(spec, parent=a, links=[(msg, "delegation")], task=text)
             child.parent = None  # a handoff does not return; lineage stays in the delegation
+        # what a supervisor-worker framework passes along: the user's (trusted) task of this
+        # session and the sender's text, in one user turn (docs/scenarios.md; the paper is
+        # silent on what a delegated agent is shown)
+        goal = self.s.goals[self.session - 1]
+        gseq = self.rec.add("user_goal", agent=child, text=goal)
         recv = self.rec.add("message", agent=child, flows=[(msg, "receives")], text=text,
                             call_id=call_id, action_semantic="read", resource_class="agent")
-        child.messages.append({"role": "user", "content": task})
-        child.inbox.append((recv, task))
+        child.messages.append({"role": "user", "content": prompts.delegated(
+            goal, a.agent_id, tool, task)})
+        child.inbox.extend([(gseq, goal), (recv, task)])
         if is_tainted(self.rec.labels[recv]):
             child.tainted_text.add(text)
         self.active = child

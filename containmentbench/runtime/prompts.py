@@ -21,17 +21,28 @@ ACTION_FORMAT = (
     '{"final_answer": "<one or two sentences>"}'
 )
 
+# ``{agents}``: the ids the agent can delegate or hand off to (scenarios/topology.py:
+# reachable), so a model that reads its prompt literally can target them
 ROLE_TEXT = {
     "primary": "You are an assistant that completes the user's task with the tools below.",
     "supervisor": ("You are a supervisor agent. Gather what is needed, then delegate the "
-                   "acting part of the task to the worker with the delegate tool."),
+                   "acting part of the task to the worker agent {agents} with the delegate "
+                   "tool."),
     "worker": "You are a worker agent. Complete the subtask you were given with the tools below.",
     "researcher": ("You are the first agent of a chain. Gather the material the task needs, "
-                   "then hand off to agent_b with the handoff tool."),
+                   "then hand off to the next agent {agents} with the handoff tool."),
     "reviewer": ("You are the second agent of a chain. Review the material you received, then "
-                 "hand off to agent_c with the handoff tool."),
+                 "hand off to the next agent {agents} with the handoff tool."),
     "executor": "You are the last agent of a chain. Carry out the task with the tools below.",
 }
+
+
+def role_text(role: str, agents: tuple[str, ...] = ()) -> str:
+    """The role's instruction, naming the ids of the agents it can reach."""
+    ids = ", ".join(f'"{a}"' for a in agents)
+    named = f"(id {ids})" if len(agents) == 1 else f"(one of the ids {ids})" if agents \
+        else "(none is reachable)"
+    return ROLE_TEXT[role].format(agents=named)
 
 
 NATIVE_FORMAT = (
@@ -43,20 +54,28 @@ NATIVE_FORMAT = (
 
 @lru_cache(maxsize=256)
 def system_prompt(role: str, tools: tuple[str, ...], guidance: str | None,
-                  tool_mode: str = "prompt") -> str:
+                  tool_mode: str = "prompt", agents: tuple[str, ...] = ()) -> str:
+    """``agents``: the ids the agent can reach (role text and agent-tool schemas)."""
     if tool_mode == "native":
-        parts = [ROLE_TEXT[role], NATIVE_FORMAT]
+        parts = [role_text(role, agents), NATIVE_FORMAT]
     else:
-        schemas = json.dumps([TOOLS[t].schema() for t in tools], sort_keys=True)
-        parts = [ROLE_TEXT[role], f"Tools (JSON schemas): {schemas}", ACTION_FORMAT]
+        schemas = render_schemas(list(tool_schemas(tools, agents)))
+        parts = [role_text(role, agents), f"Tools (JSON schemas): {schemas}", ACTION_FORMAT]
     if guidance:
         parts.append(guidance)
     return "\n\n".join(parts)
 
 
+def render_schemas(schemas: list[dict]) -> str:
+    """The tool schemas as the system prompt shows them: compact JSON (no spaces after ``,``
+    and ``:``), about a quarter fewer tokens than the spaced form for the same schemas
+    (Qwen2.5's tokenizer, 22 tools: 1,121 against 1,528) on a prefill-bound CPU engine."""
+    return json.dumps(schemas, sort_keys=True, separators=(",", ":"))
+
+
 @lru_cache(maxsize=256)
-def tool_schemas(tools: tuple[str, ...]) -> tuple[dict, ...]:
-    return tuple(TOOLS[t].schema() for t in tools)
+def tool_schemas(tools: tuple[str, ...], agents: tuple[str, ...] = ()) -> tuple[dict, ...]:
+    return tuple(TOOLS[t].schema(agents) for t in tools)
 
 
 def truncated(max_tokens: int) -> str:
@@ -103,3 +122,15 @@ def answer_withheld(rule: str) -> str:
 
 def rolled_back(tool: str, rule: str) -> str:
     return f"ROLLED BACK {tool}: the action was committed, then reverted (policy rule {rule})."
+
+
+def unreachable(tool: str, target: str, agents: tuple[str, ...]) -> str:
+    valid = ", ".join(agents) if agents else "none"
+    return tool_error(tool, f"unknown or unreachable agent '{target}' (reachable: {valid})")
+
+
+def delegated(goal: str, sender: str, tool: str, text: str) -> str:
+    """A delegated agent's first message: the user's task, then the sender's delegation or
+    handoff note (what a supervisor-worker framework passes along; docs/scenarios.md)."""
+    word = "TASK" if tool == "delegate" else "NOTE"
+    return f"USER TASK: {goal}\n\n{word} FROM {sender}: {text}"

@@ -70,6 +70,7 @@ class AgentRun:
     sim: dict[str, Any] = field(default_factory=dict)
     calls_seen: dict[str, int] = field(default_factory=dict)  # canonical call -> times proposed
     attach_next: bool = False             # a prefill: the next observation joins the request
+    targets: tuple[str, ...] = ()         # the agent ids it can delegate or hand off to
 
 
 _TRUSTED_CACHE: dict[str, TextIndex] = {}

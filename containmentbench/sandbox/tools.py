@@ -90,11 +90,27 @@ class ToolSpec:
     def mutates(self) -> bool:
         return self.stage is not None
 
-    def schema(self) -> dict[str, Any]:
-        """JSON-schema-like description used in prompts and OpenAI tool definitions."""
+    @property
+    def agent_field(self) -> str | None:
+        """The parameter of an agent tool (delegate, handoff) that names the receiving agent."""
+        if self.kind != "agent":
+            return None
+        return next(p.name for p in self.params if p.role == "target")
+
+    def schema(self, agents: tuple[str, ...] = ()) -> dict[str, Any]:
+        """JSON-schema-like description used in prompts and OpenAI tool definitions.
+
+        ``agents``: for an agent tool, the ids the caller can reach; they are named in the
+        agent parameter's description and enumerated in its schema (a model cannot guess an
+        id, and constrained decoding then only emits a reachable one)."""
         props = {p.name: {"type": "array" if p.type == "list" else "string",
                           **({"items": {"type": "string"}} if p.type == "list" else {}),
                           "description": p.description} for p in self.params}
+        field = self.agent_field
+        if field is not None and agents:
+            props[field] = {**props[field], "enum": list(agents),
+                            "description": f"{props[field]['description']}: "
+                                           f"{' | '.join(agents)}"}
         return {"name": self.name, "description": self.description,
                 "parameters": {"type": "object", "properties": props,
                                "required": list(self.required)}}
@@ -334,72 +350,94 @@ def _p(name: str, role: str, type_: str = "str", required: bool = True, desc: st
     return Param(name, type_, role, required, desc)
 
 
+_ID = "id of the {}"
+_VIS = "private | internal | public"
+_ADDR = "email address"
+
 _SPECS = [
     ToolSpec("search_email", "Search the inbox by sender, subject or text.",
              (_p("query", "query", desc="text to search for"),), "read", "search", "message",
              run=search_email),
-    ToolSpec("read_email", "Read one email by id.", (_p("email_id", "target"),), "read", "read",
-             "message", run=read_email),
+    ToolSpec("read_email", "Read one email by id.",
+             (_p("email_id", "target", desc=_ID.format("email")),), "read", "read", "message",
+             run=read_email),
     ToolSpec("search_documents", "Search documents by title or owner.",
-             (_p("query", "query"),), "read", "search", "document", run=search_documents),
-    ToolSpec("read_document", "Read one document by id.", (_p("doc_id", "target"),), "read",
-             "read", "document", run=read_document),
-    ToolSpec("lookup_contact", "Look up contacts by name or email.", (_p("name", "query"),),
-             "read", "search", "contact", run=lookup_contact),
+             (_p("query", "query", desc="text in the title or owner"),), "read", "search",
+             "document", run=search_documents),
+    ToolSpec("read_document", "Read one document by id.",
+             (_p("doc_id", "target", desc=_ID.format("document")),), "read", "read", "document",
+             run=read_document),
+    ToolSpec("lookup_contact", "Look up contacts by name or email.",
+             (_p("name", "query", desc="text in the name or email"),), "read", "search",
+             "contact", run=lookup_contact),
     ToolSpec("crm_lookup", "Read a CRM record and its synced notes.",
-             (_p("contact_id", "target"),), "read", "read", "crm_record", run=crm_lookup),
+             (_p("contact_id", "target", desc=_ID.format("contact")),), "read", "read",
+             "crm_record", run=crm_lookup),
     ToolSpec("list_calendar", "List calendar events, optionally for one date.",
              (_p("date", "query", required=False, desc="YYYY-MM-DD"),), "read", "read",
              "calendar_event", run=list_calendar),
     ToolSpec("read_messages", "Read messages sent to this agent team by other agents.", (),
              "read", "read", "message", run=read_messages),
-    ToolSpec("memory_read", "Read a persistent memory entry.", (_p("key", "target"),), "read",
-             "read", "memory", run=memory_read),
+    ToolSpec("memory_read", "Read a persistent memory entry.",
+             (_p("key", "target", desc="entry key"),), "read", "read", "memory",
+             run=memory_read),
     ToolSpec("memory_list", "List persistent memory entries.", (), "read", "search", "memory",
              run=memory_list),
     ToolSpec("draft_email", "Save an email draft locally; nothing is sent.",
-             (_p("to", "recipient"), _p("subject", "content"), _p("body", "content")), "draft",
-             "write", "draft", stage=_stage_draft),
+             (_p("to", "recipient", desc=_ADDR), _p("subject", "content", desc="subject line"),
+              _p("body", "content", desc="message text")), "draft", "write", "draft",
+             stage=_stage_draft),
     ToolSpec("write_task_record", "Record the task result (for example a summary).",
-             (_p("summary", "content"),), "draft", "write", "task_record",
+             (_p("summary", "content", desc="the result"),), "draft", "write", "task_record",
              stage=_stage_task_record),
     ToolSpec("send_email", "Send an email.",
-             (_p("to", "recipient"), _p("subject", "content"), _p("body", "content"),
-              _p("cc", "recipient", "list", required=False)), "side_effect", "share", "message",
-             stage=_stage_send_email),
+             (_p("to", "recipient", desc=_ADDR), _p("subject", "content", desc="subject line"),
+              _p("body", "content", desc="message text"),
+              _p("cc", "recipient", "list", required=False, desc="more email addresses")),
+             "side_effect", "share", "message", stage=_stage_send_email),
     ToolSpec("share_document", "Share a document with a recipient.",
-             (_p("doc_id", "target"), _p("recipient", "recipient"),
-              _p("visibility", "visibility", required=False, desc="private | internal | public")),
+             (_p("doc_id", "target", desc=_ID.format("document")),
+              _p("recipient", "recipient", desc=_ADDR),
+              _p("visibility", "visibility", required=False, desc=_VIS + " (default private)")),
              "side_effect", "share", "document", stage=_stage_share),
     ToolSpec("post_status_note", "Post a status note to a team channel.",
-             (_p("channel", "target"), _p("text", "content"),
-              _p("visibility", "visibility", required=False, desc="private | internal | public")),
+             (_p("channel", "target", desc="channel name"), _p("text", "content", desc="note text"),
+              _p("visibility", "visibility", required=False, desc=_VIS + " (default internal)")),
              "side_effect", "write", "channel", stage=_stage_status),
     ToolSpec("create_event", "Create a calendar event.",
-             (_p("title", "content"), _p("date", "content", desc="YYYY-MM-DD"),
-              _p("attendees", "recipient", "list")), "side_effect", "write", "calendar_event",
-             stage=_stage_create_event),
+             (_p("title", "content", desc="event title"), _p("date", "content", desc="YYYY-MM-DD"),
+              _p("attendees", "recipient", "list", desc="email addresses")), "side_effect",
+             "write", "calendar_event", stage=_stage_create_event),
     ToolSpec("send_invite", "Send a calendar invite for an event.",
-             (_p("event_id", "target"), _p("recipient", "recipient")), "side_effect", "invite",
+             (_p("event_id", "target", desc=_ID.format("event")),
+              _p("recipient", "recipient", desc=_ADDR)), "side_effect", "invite",
              "calendar_event", stage=_stage_invite),
     ToolSpec("update_crm", "Update one field of a CRM record.",
-             (_p("contact_id", "target"), _p("field", "field"), _p("value", "content")),
+             (_p("contact_id", "target", desc=_ID.format("contact")),
+              _p("field", "field", desc="field name"), _p("value", "content", desc="new value")),
              "side_effect", "write", "crm_record", stage=_stage_update_crm),
     ToolSpec("memory_write", "Write a persistent memory entry.",
-             (_p("key", "target"), _p("value", "content")), "memory", "write", "memory",
-             stage=_stage_memory_write),
-    ToolSpec("memory_scrub", "Delete a persistent memory entry.", (_p("key", "target"),),
-             "memory", "delete", "memory", stage=_stage_memory_scrub),
+             (_p("key", "target", desc="entry key"), _p("value", "content", desc="text to keep")),
+             "memory", "write", "memory", stage=_stage_memory_write),
+    ToolSpec("memory_scrub", "Delete a persistent memory entry.",
+             (_p("key", "target", desc="entry key"),), "memory", "delete", "memory",
+             stage=_stage_memory_scrub),
     ToolSpec("memory_quarantine", "Quarantine a persistent memory entry so it is not read back.",
-             (_p("key", "target"),), "memory", "move", "memory", stage=_stage_memory_quarantine),
+             (_p("key", "target", desc="entry key"),), "memory", "move", "memory",
+             stage=_stage_memory_quarantine),
     ToolSpec("rollback", "Revert a committed side effect by its commit id.",
-             (_p("commit_id", "target"),), "recovery", "write", "commit", stage=_stage_rollback),
+             (_p("commit_id", "target", desc=_ID.format("commit")),), "recovery", "write",
+             "commit", stage=_stage_rollback),
+    # the agent-id parameter's description and enum name the agents the caller can reach;
+    # the runtime fills them in per agent (runtime/prompts.py: tool_schemas)
     ToolSpec("delegate", "Delegate a subtask to a worker agent; returns the worker's result.",
-             (_p("worker", "target"), _p("task", "content")), "agent", "delegate", "agent",
-             run=_agent_tool),
+             (_p("worker", "target", desc="id of the worker agent"),
+              _p("task", "content", desc="the subtask and the facts it needs")), "agent",
+             "delegate", "agent", run=_agent_tool),
     ToolSpec("handoff", "Hand the task over to the next agent in the chain with a note.",
-             (_p("to", "target"), _p("note", "content")), "agent", "delegate", "agent",
-             run=_agent_tool),
+             (_p("to", "target", desc="id of the next agent"),
+              _p("note", "content", desc="the task and the facts it needs")), "agent",
+             "delegate", "agent", run=_agent_tool),
 ]
 
 TOOLS: dict[str, ToolSpec] = {s.name: s for s in _SPECS}

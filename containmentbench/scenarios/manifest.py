@@ -22,7 +22,9 @@ from containmentbench.canonical import canonical_json, sha256_bytes, sha256_json
 from containmentbench.errors import BenchError, ValidationError
 from containmentbench.scenarios.model import STAGES, Scenario
 
-GENERATOR_VERSION = "1.0"
+# 1.1: goals name every item their plans read (em-1 names the carrier it points to), and
+# injected sentences name every value of their attack step (scenarios/literal.py)
+GENERATOR_VERSION = "1.1"
 MANIFEST = "MANIFEST.json"
 
 

@@ -36,6 +36,17 @@ AGENTS: dict[str, tuple[dict[str, str], ...]] = {
 
 EXECUTOR = {"single": "assistant", "supervisor_worker": "worker", "peer_chain": "agent_c"}
 
+# whom each role passes work to (delegate or handoff): a supervisor its workers, a chain's
+# agent the next one; the runtime lets an agent reach exactly the scenario's agents of that role
+NEXT_ROLE = {"supervisor": "worker", "researcher": "reviewer", "reviewer": "executor"}
+
+
+def reachable(agents: tuple[dict[str, str], ...] | list[dict[str, str]],
+              role: str) -> tuple[str, ...]:
+    """The ids of the agents an agent of ``role`` can delegate or hand off to."""
+    want = NEXT_ROLE.get(role)
+    return tuple(a["id"] for a in agents if want is not None and a["role"] == want)
+
 
 def _on(agent: str, session: int, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"agent": agent, "tool": s["tool"], "args": dict(s["args"]), "session": session}

@@ -14,7 +14,7 @@ from containmentbench.adapters.agentdojo.clock import FROZEN_NOW, frozen_clock
 from containmentbench.adapters.agentdojo.gateway import env_diff
 from containmentbench.adapters.agentdojo.knowledge import knowledge_of, tool_infos
 from containmentbench.adapters.agentdojo.tools import SINKS, SUITES, authority_key
-from containmentbench.config.loader import load_defenses
+from containmentbench.defense.builtin.paper import SEVEN
 from containmentbench.defense.context import AgentInfo, Commit, RolloutState, frozen_args
 from containmentbench.defense.host import context_for
 from containmentbench.defense.loading import load_defense
@@ -146,7 +146,7 @@ def test_v1_confirmer_and_rollback_v2_one_commit_per_entry():
 
 
 def test_reads_are_low_risk_under_every_defense():
-    for name in load_defenses():
+    for name in SEVEN:
         d = _decide(name, _call("get_balance", {}, True), ())
         assert (d.verdict, d.rule_id) == ("allow", "allow_low_risk")
 

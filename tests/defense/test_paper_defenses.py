@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from containmentbench.config.loader import load_defenses
+from containmentbench.defense.builtin.paper import SEVEN
 from containmentbench.defense.loading import load_defense
 from containmentbench.metrics.definitions import RolloutTrace, authorized_tainted_action_success
 from containmentbench.models.base import BackendConfig
@@ -15,7 +15,7 @@ from containmentbench.runtime.episode import RuntimeConfig
 from containmentbench.scenarios.oracle import violations
 from containmentbench.scenarios.selfcheck import committed, final_memory
 
-DEFENSES = tuple(load_defenses())
+DEFENSES = SEVEN
 ENFORCING = ("tool_boundary", "taint_only_v1", "intent_ledger_v2", "rollback_v2",
              "structured_guard")
 

@@ -292,3 +292,8 @@ class RollbackV2(IntentLedgerV2):
     def confirm(self, call: ToolCall, ctx: DefenseContext) -> Confirmation:
         ok = IntentLedgerV2.authorize(self, call, ctx).verdict == ALLOW
         return Confirmation(True, "confirmation_approved_recovery") if ok else DENIED
+
+
+#: the seven defenses of Table 8, in the paper's order
+SEVEN = ("none", "prompt_only", "structured_guard", "tool_boundary", "taint_only_v1",
+         "intent_ledger_v2", "rollback_v2")
