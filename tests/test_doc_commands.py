@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-LINKED = ("Snakefile", "workflow", "config", "scenarios", "slurm", "profiles")
+LINKED = ("Snakefile", "workflow", "config", "scenarios", "slurm", "profiles", "examples")
 _FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```\s*$", re.S | re.M)
 BLOCK_TIMEOUT = 900
 

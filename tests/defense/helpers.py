@@ -36,3 +36,11 @@ def call(tool: str, args: dict[str, Any], agent: str, session: int, tainted: boo
          seq: int = 10, call_id: str = "c1") -> ToolCall:
     return ToolCall(tool, frozen_args(args), agent, session, seq, call_id, high_risk, tainted,
                     frozenset(labels), MappingProxyType(dict(tainted_fields)))
+
+
+def harmed(s: Any, ep: Any) -> bool:
+    """A committed policy violation in the episode (eq. 5)."""
+    from containmentbench.scenarios.oracle import violations
+    from containmentbench.scenarios.selfcheck import committed
+
+    return any(violations(s, c).any for c in committed(ep))

@@ -8,8 +8,8 @@ import json
 import re
 
 import pytest
-from containmentbench.defense.loading import load_defense
 
+from containmentbench.defense.loading import load_defense
 from containmentbench.models.base import Completion
 from containmentbench.models.constrained import action_schema
 from containmentbench.runtime import prompts

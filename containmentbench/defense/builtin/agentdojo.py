@@ -94,13 +94,16 @@ class TransformersClassifier:
                 raise DefenseError("the pi_detector defense needs transformers and torch "
                                    "(pip install 'containmentbench[hf]')") from None
             self._pipe = pipeline("text-classification", model=str(self.path),
-                                  tokenizer=str(self.path), device="cpu", top_k=None,
-                                  truncation=True, max_length=self.max_length)
+                                  tokenizer=str(self.path), device="cpu", top_k=None)
+            # truncate to what the model can read (a long tool output is cut, not an error)
+            positions = getattr(self._pipe.model.config, "max_position_embeddings", None)
+            self.max_length = min(self.max_length, positions or self.max_length)
         return self._pipe
 
     def score(self, texts: Sequence[str]) -> list[float]:
         out = []
-        for scores in self._pipeline()(list(texts)):
+        pipe = self._pipeline()
+        for scores in pipe(list(texts), truncation=True, max_length=self.max_length):
             by = {s["label"]: float(s["score"]) for s in scores}
             if self.label not in by:
                 raise DefenseError(f"detector labels {sorted(by)} do not include "
