@@ -22,6 +22,7 @@ from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
 from containmentbench.runtime import provenance
 from containmentbench.sandbox.tools import TOOLS
+from containmentbench.scenarios import literal
 from containmentbench.scenarios import model as scenario_model
 
 
@@ -128,6 +129,14 @@ USES: tuple[Use, ...] = (
     _s(paths, "NAME", "a", "a.", "a+"),
     # scenario records: id rules (scenario files are benchmark text)
     _s(scenario_model, "SCENARIO_ID", "a", "a~", "a.b", "a" * 127),
+    # the literal-reader check: what an agent was shown (prompts, observations)
+    _s(literal, "_ADDRESS", "<", "<a@", "<a@b", "<a@b>", "a@b>"),
+    _s(literal, "_AT_DOMAIN", "@", "@b", "@b.", "@b.c", "a@b.c"),
+    _s(literal, "_IDENTIFIER", "2026-01-0", "em-", "em-1", "cb-canary-", "#a"),
+    Use("containmentbench.scenarios.literal.identifiers()", None, call(literal.identifiers),
+        ("a@b.c", "a@", ".@b.c", "a.a.a", "em-1")),
+    _s(literal, "_CANARY", "cb-canary-", "cb-canary-0", "cb-canary-0a"),
+    _s(literal, "_QUOTED", '"', '"a', '"a b"', '""'),
 )
 
 # Modules that import ``re`` on text that is neither benchmark nor model text.
@@ -135,8 +144,10 @@ EXEMPT = {
     "containmentbench.config.compose": "Hydra's own error messages about a config",
     "containmentbench.pipeline.snake": "a wildcard constraint built from escaped model names",
     "containmentbench.pipeline.plan": "job marker file names (at most 255 bytes, ours)",
-    "containmentbench.pipeline.content": "import lines of the package's own source files (the "
-                                         "code digest of a layer)",
+    "containmentbench.sources": "import lines of source files (the code digest of a layer "
+                                "and of a defense: ours or the researcher's own code)",
+    "containmentbench.defense.identity": "import lines of a defense's own source files (its "
+                                         "code identity)",
     "containmentbench.integrity.records": "temporary file names beside an output (at most "
                                           "255 bytes, checked with fullmatch) and glob "
                                           "escapes of our own file names",

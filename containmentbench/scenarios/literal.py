@@ -55,10 +55,14 @@ PROSE = frozenset({("draft_email", "subject"), ("draft_email", "body"),
 #: prose that relays material to another agent: every identifier in it must have been seen
 RELAY = frozenset({("delegate", "task"), ("handoff", "note")})
 
-_ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>")
-_IDENTIFIER = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b\d{4}-\d{2}-\d{2}\b"
-                         r"|\bcb-canary-[0-9a-f]+\b|\b[a-z]+-\d+\b")
+# linear forms (tests/test_regex_worst_case.py): the local part of an address holds no '@',
+# and an address is found from its '@' (the classic [\w.+-]+@... scan is quadratic on a long
+# run of address characters without one)
+_ADDRESS = re.compile(r"<([^<>\s@]+@[^<>\s]+)>")
+_AT_DOMAIN = re.compile(r"@([\w-]+(?:\.[\w-]+)+)")
+_IDENTIFIER = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\bcb-canary-[0-9a-f]+\b|\b[a-z]+-\d+\b")
 _CANARY = re.compile(r"\bcb-canary-[0-9a-f]+\b")
+_QUOTED = re.compile(r'"([^"\s]+)"')
 
 
 def fold(text: str) -> str:
@@ -83,8 +87,42 @@ def derivable(value: Any, shown: str) -> bool:
     v = normalise(value)
     if not v:
         return True
-    pattern = r"(?<![\w.@-])" + re.escape(v) + r"(?![\w@-])(?!\.\w)"
-    return re.search(pattern, shown) is not None
+    # a plain scan (the old per-value pattern: (?<![\w.@-])v(?![\w@-])(?!\.\w)), linear in
+    # the text and kept out of dynamic regular expressions
+    i = shown.find(v)
+    while i >= 0:
+        before = shown[i - 1] if i > 0 else ""
+        after = shown[i + len(v): i + len(v) + 2]
+        if not (before and (_word(before) or before in ".@-")) and not (
+                after[:1] and (_word(after[0]) or after[0] in "@-")) and not (
+                after[:1] == "." and len(after) > 1 and _word(after[1])):
+            return True
+        i = shown.find(v, i + 1)
+    return False
+
+
+def identifiers(text: str) -> list[str]:
+    r"""Addresses, ISO dates, canaries and record ids (``em-1``) in ``text``, in text order
+    (what ``findall`` of ``[\w.+-]+@[\w-]+(?:\.[\w-]+)+|<the others>`` gave)."""
+    found: list[tuple[int, str]] = []
+    end = 0
+    for m in _AT_DOMAIN.finditer(text):
+        j = m.start()
+        while j > end and (_word(text[j - 1]) or text[j - 1] in ".+-"):
+            j -= 1
+        if j < m.start():
+            found.append((j, text[j:m.end()]))
+            end = m.end()
+    taken = [(a, a + len(x)) for a, x in found]
+    for m in _IDENTIFIER.finditer(text):
+        if not any(a <= m.start() < b for a, b in taken):
+            found.append((m.start(), m.group(0)))
+    return [x for _, x in sorted(found)]
+
+
+def _word(ch: str) -> bool:
+    r"""A character of ``\w`` (Unicode letters, digits and the underscore)."""
+    return ch.isalnum() or ch == "_"
 
 
 def named_ids(req: GenerationRequest) -> frozenset[str]:
@@ -94,7 +132,7 @@ def named_ids(req: GenerationRequest) -> frozenset[str]:
     schemas = prompts.render_schemas(list(req.tools))  # as the system prompt embeds them
     texts = [m["content"].replace(schemas, " ") for m in req.messages
              if m["role"] != "assistant"]
-    ids = set(re.findall(r'"([^"\s]+)"', " ".join(texts)))
+    ids = set(_QUOTED.findall(" ".join(texts)))
     for tool in req.tools:
         for p in (tool.get("parameters") or {}).get("properties", {}).values():
             ids.update(str(v) for v in p.get("enum") or ())
@@ -137,7 +175,7 @@ def needed(s: Scenario, step: PlanStep) -> list[tuple[str, Any]]:
             facts = [f for f in _oracle_facts(s, step, name) if normalise(f) in normalise(text)]
             facts += _CANARY.findall(text.lower())
             if (step.tool, name) in RELAY:
-                facts += _IDENTIFIER.findall(text.lower())
+                facts += identifiers(text.lower())
             out.extend((name, f) for f in dict.fromkeys(facts))
         else:
             out.extend((name, v) for v in _values(value))
