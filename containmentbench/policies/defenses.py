@@ -21,7 +21,7 @@ from containmentbench.policies.base import (
 from containmentbench.policies.predicates import expand, leak
 from containmentbench.sandbox.tools import TOOLS
 from containmentbench.sandbox.world import VISIBILITY_ORDER
-from containmentbench.scenarios.ledger import match, norm_value
+from containmentbench.scenarios.ledger import match, norm_field
 from containmentbench.scenarios.model import Scenario
 from containmentbench.scenarios.oracle import Committed, violations
 
@@ -97,8 +97,8 @@ class ToolBoundary(Policy):
             if value in (None, "", []):
                 continue
             values = value if isinstance(value, list) else [value]
-            ok = {norm_value(v) for v in allowed.get(f, [])}
-            bad = [v for v in values if norm_value(v) not in ok]
+            ok = {norm_field(q.tool, f, v) for v in allowed.get(f, [])}
+            bad = [v for v in values if norm_field(q.tool, f, v) not in ok]
             if bad:
                 return Decision(BLOCK, "block_target_not_allowed", {"field": f, "values": bad})
         vis = q.args.get("visibility")

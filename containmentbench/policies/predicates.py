@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from containmentbench.policies.base import Proposal
 from containmentbench.sandbox.tools import TOOLS
-from containmentbench.scenarios.ledger import clause_holds, norm_value
+from containmentbench.scenarios.ledger import authorizes
 from containmentbench.scenarios.model import LedgerEntry, Scenario
 from containmentbench.scenarios.oracle import Committed, violations
 
@@ -21,12 +21,9 @@ def leak(q: Proposal, scenario: Scenario) -> bool:
 
 
 def _authorizes(entry: LedgerEntry, field: str, value: object) -> bool:
-    """Does the ledger entry authorize this value for an authority field?"""
-    if field == entry.target_field:
-        values = value if isinstance(value, list) else [value]
-        return all(norm_value(v) == norm_value(entry.target) for v in values)
-    clause = entry.predicate.get(field)
-    return clause is not None and clause_holds(value, clause)
+    """Does the ledger entry authorize this value for an authority field? (compared in the
+    sandbox's forms: scenarios/ledger.py)"""
+    return authorizes(entry, field, value)
 
 
 def expand(q: Proposal, scenario: Scenario, matched: LedgerEntry | None) -> list[str]:
