@@ -38,6 +38,7 @@ MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wron
                 "br_side_effect", "privilege_jump", "cascade_depth", "memory_reinfection",
                 "recovery_success", "rollback_count", "rolled_back_harm",
                 "rolled_back_required", "confirmation_burden", "benign_success",
+                "no_final_answer", "duplicate_side_effect", "fn_partial_follow",
                 "authorized_tainted_action_success", "clean_benign_completion",
                 "false_positive_block_rate", "false_positive_confirm_rate",
                 "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
