@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis import diagnostic_tables, figures, tables
+from containmentbench.analysis import diagnostic_tables, figures, tables, validity
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
-from containmentbench.analysis.paired import Settings, zero_events
+from containmentbench.analysis.paired import Settings, stage_rows, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
     read_frame,
@@ -134,7 +134,10 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     for t in fig_tables:
         written += write(t, out / "figures")
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
-    fig_paths += [p for p in H.write(found, ctx, claims, out) if p.suffix in (".png", ".pdf")]
+    # the quantities the study did not measure (analysis/validity.py): said, never ranked
+    gates = validity.gates(stage_rows(iv, "all"), cfg)
+    fig_paths += [p for p in H.write(found, ctx, claims, out, gates)
+                  if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)
     written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
                      formats=("parquet", "csv"))
