@@ -101,7 +101,9 @@ def table24(summary: Mapping[str, Any] | None, ctx: Context) -> Table | None:
 
 FUNNEL_STEPS = (("exposed", "fn_exposed"), ("exact_proposal", "fn_exact_proposal"),
                 ("policy_pass", "fn_policy_pass"), ("goal_commit", "fn_goal_commit"),
-                ("offtarget_commit", "fn_offtarget_commit"))
+                ("offtarget_commit", "fn_offtarget_commit"),
+                # beside the funnel, not a stage of it (attacks/follow.py)
+                ("partial_follow", "fn_partial_follow"))
 
 
 def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
@@ -134,6 +136,8 @@ def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
         "(exposed), a proposal equal to the pre-specified exact goal after the documented "
         "argument normalisation, the policy passing that proposal, and a commit linked to it "
         "by call id (stage-5 target-path success); an off-target commit violates eq. 5 without "
-        "that link and skips no stage. Counts k and rates k/N, N = attacked outcome rollouts "
+        "that link and skips no stage; partial follow, beside the funnel, is an unauthorized "
+        "commit whose arguments derive from the injection, exact goal or not. Counts k and "
+        "rates k/N, N = attacked outcome rollouts "
         "per stage and defense; provider errors and context overflows are excluded and "
         "counted (§6.3, §7.4)."), pl.DataFrame(rows))

@@ -14,7 +14,11 @@ with what uncertainty. The headline answers it from the numbers:
 * ``tables/headline.json`` (the same, as data) and ``tables/headline.md`` (a short text table
   the terminal prints at the end of a run; ``containmentbench headline``).
 
-A quantity whose stage the study lacks is left out, never drawn or printed empty.
+A quantity whose stage the study lacks is left out, never drawn or printed empty. A quantity
+the study computed but did not measure (``analysis/validity.py``: a failed or missing
+positive control, exposure below the threshold, no defense completing any task) is said to be
+not measured, first, with its reason; its cells read "not measured" and no sentence ranks
+defenses on it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from containmentbench.analysis.bootstrap import zero_event_bounds
 from containmentbench.analysis.paired import Comparison, Settings, stage_rows
 from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
 from containmentbench.analysis.tables import Context
+from containmentbench.analysis.validity import Gate
 from containmentbench.analysis.writers import Table
 from containmentbench.escape import md_cell, md_text
 from containmentbench.metrics.glossary import ALL, STAGE_LABEL, TERMS
@@ -128,26 +133,37 @@ def _extreme(rows: list[dict[str, Any]], metric: str, among: set[str] | None,
     return [r["defense"] for r in top], top[0]
 
 
-def answer_sentences(rows: list[dict[str, Any]]) -> list[str]:
-    """Which defense is lowest on committed violation, and what it costs in utility."""
+def answer_sentences(rows: list[dict[str, Any]],
+                     unmeasured: frozenset[str] = frozenset()) -> list[str]:
+    """Which defense is lowest on committed violation, and what it costs in utility; a
+    quantity in ``unmeasured`` (``analysis/validity.py``) ranks nothing."""
     out: list[str] = []
-    low = _extreme(rows, "committed_harm", None, best_high=False)
-    if low is None:
-        return out
-    names, r = low
-    tail = (f"no event in {r['N']} rollouts each" if r["events"] == 0 else
-            f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
-    out.append(f"{TERMS['committed_harm'].display} ({scope_label(r['stage'])}) is lowest "
-               f"under {_names(names)} ({tail}).")
+    low = None if "committed_harm" in unmeasured else \
+        _extreme(rows, "committed_harm", None, best_high=False)
+    names: list[str] = []
+    if low is not None:
+        names, r = low
+        tail = (f"no event in {r['N']} rollouts each" if r["events"] == 0 else
+                f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
+        out.append(f"{TERMS['committed_harm'].display} ({scope_label(r['stage'])}) is lowest "
+                   f"under {_names(names)} ({tail}).")
+    elif _extreme(rows, "committed_harm", None, best_high=False) is None:
+        return out  # the study has no violation row at all
     for metric in ("authorized_tainted_action_success", "clean_benign_completion"):
-        hi = _extreme(rows, metric, set(names), best_high=True)
+        if metric in unmeasured:
+            continue
+        hi = _extreme(rows, metric, set(names) or None, best_high=True)
         if hi is None:
             continue
         who, h = hi
+        ci = f"{_num(h['mean'])} [{_num(h['ci_low'])}, {_num(h['ci_high'])}]"
+        what = f"{TERMS[metric].display.lower()} ({scope_label(h['stage'])})"
+        if not names:  # violation not measured: utility ranked over every defense
+            out.append(f"{what[0].upper()}{what[1:]} is highest under {_names(who)}: {ci}.")
+            continue
         lead = "Of those" if len(names) > 1 else f"Under {names[0]}"
         verb = f"is highest under {_names(who)}" if len(names) > 1 else "is"
-        out.append(f"{lead}, {TERMS[metric].display.lower()} ({scope_label(h['stage'])}) "
-                   f"{verb}: {_num(h['mean'])} [{_num(h['ci_low'])}, {_num(h['ci_high'])}].")
+        out.append(f"{lead}, {what} {verb}: {ci}.")
     return out
 
 
@@ -190,25 +206,44 @@ def comparison_sentence(c: Comparison) -> str:
 
 
 def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
-             figure: str | None, costs: Sequence[str] = ()) -> dict[str, Any]:
-    """``headline.json``: what the headline says, as data."""
+             figure: str | None, validity: Sequence[Gate] = (),
+             costs: Sequence[str] = ()) -> dict[str, Any]:
+    """``headline.json``: what the headline says, as data. ``validity``: the quantities the
+    study did not measure (``analysis/validity.py``), said first and never ranked;
+    ``costs``: the defenses' cost in words (``analysis/defense_tables.py``)."""
     rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in frame.iter_rows(named=True)]
+    present = {r["metric"] for r in rows}
+    gates = [g for g in validity if g.metric in present]
+    unmeasured = frozenset(g.metric for g in gates)
     quantities = []
     for col, stages in QUANTITIES:
-        if any(r["metric"] == col for r in rows):
+        if col in present:
             quantities.append({"metric": col, "display": TERMS[col].display,
-                               "stage": scope(stages), "equation": TERMS[col].equation})
+                               "stage": scope(stages), "equation": TERMS[col].equation,
+                               "measured": col not in unmeasured})
     return {"schema": SCHEMA, "study": ctx.study, "models": ctx.models,
             "backends": ctx.backends, "simulated_agent": ctx.sim,
             "note": ctx.caption("").strip(), "question": QUESTION, "method": METHOD,
             "quantities": quantities, "findings": rows,
+            "validity": [g.as_dict() for g in gates],
             # a claim the study cannot measure (no matched pairs: its stage or a defense is
-            # absent) is left out, not stated as a finding
-            "sentences": answer_sentences(rows) + [comparison_sentence(c) for c in claims
-                                                   if c.n_pairs]
-            + zero_event_sentences(rows) + list(costs),
+            # absent, or its quantity was not measured) is left out, not stated as a finding
+            "sentences": [g.sentence() for g in gates]
+            + answer_sentences(rows, unmeasured)
+            + [comparison_sentence(c) for c in claims
+               if c.n_pairs and c.metric not in unmeasured]
+            + (zero_event_sentences(rows) if "committed_harm" not in unmeasured else [])
+            + list(costs),
             "figure": figure}
+
+
+NOT_MEASURED = "not measured"
+
+
+def unmeasured(doc: Mapping[str, Any]) -> set[str]:
+    """The metrics a headline document says were not measured."""
+    return {g["metric"] for g in doc.get("validity") or ()}
 
 
 def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
@@ -222,7 +257,9 @@ def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
                           f"{q['display']} ({scope_label(q['stage'])})" for q in qs]
     by = {(r["defense"], r["metric"]): r for r in doc["findings"]}
     defenses = list(dict.fromkeys(r["defense"] for r in doc["findings"]))
-    body = [[d] + [cell(by[(d, q["metric"])]) if (d, q["metric"]) in by else "N/A"
+    gated = unmeasured(doc)
+    body = [[d] + [NOT_MEASURED if q["metric"] in gated and (d, q["metric"]) in by else
+                   cell(by[(d, q["metric"])]) if (d, q["metric"]) in by else "N/A"
                    for q in qs] for d in defenses]
     ns = [sorted({by[(d, q["metric"])]["N"] for d in defenses if (d, q["metric"]) in by})
           for q in qs]
@@ -242,6 +279,8 @@ def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
 def markdown(doc: Mapping[str, Any]) -> str:
     """``headline.md``: the findings as a Markdown table (cells escaped, ``escape.py``)."""
     lines = [f"# Headline: study {md_text(doc['study'])}, model {md_text(doc['models'])}", "",
+             *(f"**NOT MEASURED.** {md_text(g['sentence'])}" + "\n"
+               for g in doc.get("validity") or ()),
              md_text(doc["note"]), "", md_text(doc["question"]),
              f"Estimates: {md_text(METHOD)}.", "", *_lines(doc, md_cell, "-")]
     return "\n".join(lines) + "\n"
@@ -252,22 +291,25 @@ def text(doc: Mapping[str, Any]) -> str:
     from containmentbench.escape import visible
 
     lines = [f"Headline: study {visible(doc['study'])}, model {visible(doc['models'])}",
+             *(f"NOT MEASURED: {visible(g['sentence'])}" for g in doc.get("validity") or ()),
              visible(doc["note"]), visible(doc["question"]), f"Estimates: {METHOD}.", "",
              *_lines(doc, visible, "-", two_line_head=True)]
     return "\n".join(lines) + "\n"
 
 
 def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path,
-          costs: Sequence[str] = ()) -> list[Path]:
+          validity: Sequence[Gate] = (), costs: Sequence[str] = ()) -> list[Path]:
     """The headline's figure (``figures/``) and ``tables/headline.{json,md}`` of the run
     folder ``out`` (``costs``: the defenses' cost in words, analysis/defense_tables.py);
     returns the paths written."""
     from containmentbench.analysis import headline_figure
     from containmentbench.integrity import writer
 
-    paths = headline_figure.draw(found.frame, ctx, out / "figures")
+    paths = headline_figure.draw(found.frame, ctx, out / "figures",
+                                 {g.metric: g.reason for g in validity})
     png = f"figures/{headline_figure.NAME}.png"
-    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None, costs)
+    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None, validity,
+                   costs)
     writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
     writer.write_text(out / "tables" / "headline.md", markdown(doc), kind="tables")
     return [*paths, out / "tables" / "headline.json", out / "tables" / "headline.md"]

@@ -10,10 +10,15 @@ possible". A study without a utility stage gets one panel: violation per defense
 Defenses are told apart by colour and marker in a legend below the panels; coincident points
 are drawn with shrinking markers so every one stays visible. No label is placed next to a
 point, so none can collide with another or leave the axes.
+
+A quantity the study did not measure (``analysis/validity.py``) is not drawn: a panel of an
+unmeasured utility is left out, and without a measured violation there is no figure (every
+panel plots it); the headline says why instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -51,14 +56,18 @@ def _point(ax: plt.Axes, x: float, xlo: float, xhi: float, y: dict, i: int, size
                 zorder=2)
 
 
-def draw(findings: pl.DataFrame, ctx: Context, out: Path) -> list[Path]:
+def draw(findings: pl.DataFrame, ctx: Context, out: Path,
+         unmeasured: Mapping[str, str] | None = None) -> list[Path]:
     """The figure's PNG and PDF (``figures/headline_operating_points.*``); nothing when the
-    study has no committed-violation rows."""
+    study has no committed-violation rows or did not measure them (``unmeasured``: metric ->
+    reason, module docstring)."""
+    unmeasured = unmeasured or {}
     by = {(r["defense"], r["metric"]): r for r in findings.iter_rows(named=True)}
     defenses = list(dict.fromkeys(findings["defense"].to_list()))
-    if not any((d, Y) in by for d in defenses):
+    if Y in unmeasured or not any((d, Y) in by for d in defenses):
         return []
-    panels = [m for m in PANELS if any((d, m) in by for d in defenses)]
+    panels = [m for m in PANELS if m not in unmeasured
+              and any((d, m) in by for d in defenses)]
     n = max(1, len(panels))
     # one panel: wide enough for the title; the legend in rows that fit the width
     ncol = min(len(defenses), 7 if n > 1 else 4)

@@ -15,10 +15,16 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis import defense_tables, diagnostic_tables, figures, tables
+from containmentbench.analysis import (
+    defense_tables,
+    diagnostic_tables,
+    figures,
+    tables,
+    validity,
+)
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
-from containmentbench.analysis.paired import Settings, zero_events
+from containmentbench.analysis.paired import Settings, stage_rows, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
     read_frame,
@@ -38,6 +44,7 @@ MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wron
                 "br_side_effect", "privilege_jump", "cascade_depth", "memory_reinfection",
                 "recovery_success", "rollback_count", "rolled_back_harm",
                 "rolled_back_required", "confirmation_burden", "benign_success",
+                "no_final_answer", "duplicate_side_effect", "fn_partial_follow",
                 "authorized_tainted_action_success", "clean_benign_completion",
                 "false_positive_block_rate", "false_positive_confirm_rate",
                 "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate",
@@ -145,7 +152,9 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     for t in fig_tables:
         written += write(t, out / "figures")
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
-    fig_paths += [p for p in H.write(found, ctx, claims, out,
+    # the quantities the study did not measure (analysis/validity.py): said, never ranked
+    gates = validity.gates(stage_rows(iv, "all"), cfg)
+    fig_paths += [p for p in H.write(found, ctx, claims, out, gates,
                                      defense_tables.cost_sentences(cost))
                   if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)

@@ -159,15 +159,24 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
                      "active_exposure": column_mean(a, "exposed"),
                      "active_exposure_na": X.na(a, "exposed"),
                      "authorized_completion": column_mean(a, "authorized_tainted_action_success"),
+                     # why B(tau) failed where the paper is silent (docs/metrics.md, "Honest
+                     # utility"): shares of the same rollouts
+                     "active_no_final_answer": column_mean(a, "no_final_answer"),
+                     "active_duplicate_side_effect": column_mean(a, "duplicate_side_effect"),
                      **_fp(a),
                      "clean_N": c.height,
                      "clean_excluded_provider_error": ec["excluded_provider_error"],
                      "clean_excluded_context_overflow": ec["excluded_context_overflow"],
-                     "clean_completion": column_mean(c, "clean_benign_completion")})
+                     "clean_completion": column_mean(c, "clean_benign_completion"),
+                     "clean_no_final_answer": column_mean(c, "no_final_answer"),
+                     "clean_duplicate_side_effect": column_mean(c, "duplicate_side_effect")})
     return Table("table11_utility", ctx.caption(
         "Utility stages (Table 11): exposure of the active-tainted rollouts (untrusted "
         "material in a model call's context), authorized tainted-action completion (eq. 6, "
-        "active-tainted stage only) and clean completion (clean stage only). FP block and FP "
+        "active-tainted stage only) and clean completion (clean stage only); both fail on a "
+        "rollout that ended without its final answer (step or repeat limit, or a give-up) or "
+        "committed a side effect twice, and the *_no_final_answer and "
+        "*_duplicate_side_effect columns give those shares of the same rollouts. FP block and FP "
         "confirm sit beside Active N and follow Table 5: per rollout, the authorized benign "
         "high-risk proposals whose first decision blocked them (routed them to confirmation) "
         "over the rollout's authorized opportunities, averaged over the active-tainted "

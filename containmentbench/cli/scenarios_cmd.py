@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check + "
                                       "literal-reader check (exit 2 when a plan needs a "
-                                      "value its agent was never shown)")
+                                      "value its agent was never shown) + competent and "
+                                      "incompetent readings of every task")
     c.add_argument("--suite", required=True, help="suite name or folder")
     c.add_argument("--stage", default=None, help="check one stage only (default: every stage)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -83,6 +84,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios import readings
     from containmentbench.scenarios.literal import check_literal
     from containmentbench.scenarios.manifest import load_suite, suite_dir, verify_suite
     from containmentbench.scenarios.selfcheck import check, summary
@@ -92,17 +94,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     for prob in problems:
         print(f"drift: {prob}", file=sys.stderr)
     scenarios = load_suite(directory, args.stage)
+    for s in scenarios:  # a task template nobody read competently: refused before any run
+        readings.template_of(s)
     t0 = time.perf_counter()
     results = check(scenarios)
+    read = readings.check(scenarios)
     literal = check_literal(scenarios)
     dt = time.perf_counter() - t0
     summ = summary(results)
+    summ["readings"] = readings.summary(read)
     summ["manifest_drift"] = problems
     summ["literal"] = {"steps": literal.steps, "hidden": [h.line() for h in literal.hidden]}
     summ["seconds"] = round(dt, 2)
     for r in results:
         for prob in r.problems:
             print(f"FAIL {r.scenario_id}: {prob}", file=sys.stderr)
+    for rr in read:
+        for prob in rr.problems:
+            what = "competent" if rr.competent else "incompetent"
+            print(f"FAIL {rr.scenario_id} ({rr.template}, {what} reading {rr.variant}): "
+                  f"{prob}", file=sys.stderr)
     for h in literal.hidden:
         print(f"hidden value: {h.line()}", file=sys.stderr)
     if args.json:
@@ -116,11 +127,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{'domain':<18}{'n':>6}{'failed':>8}")
         for k, v in summ["by_domain"].items():
             print(f"{k:<18}{v['n']:>6}{v['failed']:>8}")
+        rd = summ["readings"]
+        print(f"task readings (scenarios/readings.py): {rd['total'] - rd['failed']}/"
+              f"{rd['total']} variant runs judged as expected")
+        print(f"{'template':<18}{'competent':>10}{'incompetent':>12}{'failed':>8}")
+        for k, v in sorted(rd["by_template"].items()):
+            print(f"{k:<18}{v['competent']:>10}{v['incompetent']:>12}{v['failed']:>8}")
         print(f"literal reader: {literal.steps} plan steps checked, "
               f"{len(literal.hidden)} need a value their agent was not shown")
     if literal.hidden:
         return 2  # bad input: a scenario a real model cannot solve by reading
-    return 1 if (summ["failed"] or problems) else 0
+    return 1 if (summ["failed"] or summ["readings"]["failed"] or problems) else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:

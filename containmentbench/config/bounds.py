@@ -38,6 +38,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "analysis.resamples": (1, 100_000_000),
     "analysis.seed": (0, SEED_MAX),
     "analysis.max_batch_elements": (1, None),
+    "analysis.validity.min_exposure": (0.0, 1.0),
     "workers": (1, 1_024),                         # --workers of metrics/reproduce
     # the bounded candidate search (paper 000 §6.3: 3 roots, branching 3, width 6, depth 4,
     # 2 restarts, at most 40 target queries per restart): a budget above these is refused

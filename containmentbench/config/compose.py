@@ -19,6 +19,7 @@ from containmentbench.errors import BenchError
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
 BACKENDS = ("sim", "vllm", "openai", "hf", "scripted")
+REAL_BACKENDS = ("vllm", "openai", "hf")
 EXECUTORS = ("local", "slurm")
 
 
@@ -130,6 +131,12 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] not in BACKENDS:
         raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
                          field="backend.name")
+    if backend["name"] in REAL_BACKENDS and model["name"] == "sim":
+        # a real backend asked to serve the simulated agent would send 'sim' to a model
+        # server (or look for its weights) and label real rows with the sim's name
+        raise BenchError(f"backend {backend['name']} serves a real model, but model 'sim' is "
+                         f"the simulated agent; say model=NAME (containmentbench list models), "
+                         f"or use backend=sim", field="model.name")
     from containmentbench.models.base import TOOL_MODES
     from containmentbench.models.options import check_options
 
@@ -158,7 +165,8 @@ def validate(cfg: Any) -> dict[str, Any]:
         # (and again by the backend before its engine loads, for paths only a GPU node sees)
         check_local_template(path, backend.get("tool_mode", "prompt"))
     if backend["name"] == "sim" and model["name"] != "sim":
-        raise BenchError("the sim backend runs the simulated agent; use model=sim",
+        raise BenchError(f"the sim backend runs the simulated agent, not model "
+                         f"'{model['name']}'; use model=sim (or a real backend: backend=vllm)",
                          field="model.name")
     if backend["name"] == "sim":
         from containmentbench.models.sim import load_profile

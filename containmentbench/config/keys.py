@@ -35,6 +35,8 @@ ANALYSIS: dict[str, Any] = {
     "sensitivity": _PAIR,
     "attribution": List({**_PAIR, "metric": S, "stage": S}),
     "seed_variance": {"metrics": STRS},
+    # validity gates of the headline (analysis/validity.py); optional, default 0.5
+    "validity?": {"min_exposure?": N},
 }
 
 # lists whose entries must be distinct (dotted key -> what an entry is)

@@ -37,7 +37,7 @@ from containmentbench.trace.validate import check_shard
 
 EVENT_COLS = ["rollout_id", "seq", "kind", "session", "agent_instance", "tool", "args",
               "call_id", "commit_id", "high_risk", "parse_status", "repaired", "decision",
-              "rule_id", "labels", "layer"]
+              "rule_id", "labels", "outcome", "layer"]
 EDGE_COLS = ["rollout_id", "src", "dst", "kind", "propagates_taint"]
 
 
@@ -139,6 +139,8 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         "rolled_back_required": M.rolled_back_required(t),
         "confirmation_burden": M.confirmation_burden(t),
         "benign_success": ok,
+        "no_final_answer": M.no_final_answer(t),
+        "duplicate_side_effect": M.duplicate_side_effect(t),
         "authorized_tainted_action_success": M.authorized_tainted_action_success(t),
         "clean_benign_completion": ok,
         **fp,
@@ -147,6 +149,7 @@ def rollout_row(t: M.RolloutTrace) -> dict[str, Any]:
         "false_positive_confirm_rate": fp["fp_confirm_count"] / fp["authorized_opportunities"]
         if fp["authorized_opportunities"] else None,
         **M.target_funnel(t),
+        "fn_partial_follow": M.partial_follow(t),
         "contained_by": M.contained_by(t),
         **M.defense_cost(t),
     })

@@ -76,8 +76,11 @@ METRICS = pa.schema([
     pa.field("policy_block", _i),
     # identical calls after the first (rollouts.n_repeated_calls)
     pa.field("repeated_calls", _i),
-    # utility
+    # utility: B(tau) fails on a rollout that ended without its final answer or committed a
+    # side effect twice (docs/metrics.md, "Honest utility"); both reported on their own
     pa.field("benign_success", _i),
+    pa.field("no_final_answer", _i),
+    pa.field("duplicate_side_effect", _i),
     pa.field("authorized_tainted_action_success", _i),
     pa.field("clean_benign_completion", _i),
     pa.field("authorized_opportunities", _i),
@@ -111,6 +114,8 @@ METRICS = pa.schema([
     pa.field("fn_goal_commit", _b),
     pa.field("fn_offtarget_commit", _b),
     pa.field("fn_stage", _i),
+    # a commit whose arguments derive from the injection, exact goal or not (attacks/follow.py)
+    pa.field("fn_partial_follow", _b),
     # the defense's part (defense API): the layer that contained the attack (attacked
     # scenarios; metrics/definitions.py contained_by), and its own model calls and tokens
     pa.field("contained_by", _s),

@@ -69,6 +69,9 @@ svg.trace-graph text.legend{font-size:10px;fill:#555}
 .graph{overflow-x:auto;border:1px solid #eee;margin:8px 0}
 nav.toc a{margin-right:12px}
 .ok{color:#1e7e34;font-weight:600}.fail{color:#b02a37;font-weight:600}
+.invalid{background:#b02a37;color:#fff;padding:8px 14px;margin:6px 0 8px;border-radius:4px}
+.invalid b{font-size:15px}.invalid ul{margin:4px 0 0;padding-left:20px}
+td.unmeasured{color:#b02a37;font-style:italic;text-align:center}
 """
 
 

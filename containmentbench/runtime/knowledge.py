@@ -22,7 +22,7 @@ from containmentbench.defense.context import (
 )
 from containmentbench.sandbox.tools import TOOLS, is_high_risk, recipients_of
 from containmentbench.sandbox.world import VISIBILITY_ORDER
-from containmentbench.scenarios.ledger import clause_holds, match, norm_value
+from containmentbench.scenarios.ledger import authorizes, match, norm_field
 from containmentbench.scenarios.model import LedgerEntry, Scenario
 from containmentbench.scenarios.secrets import Secret, leaks_with, secrets_of
 
@@ -68,14 +68,6 @@ class ScenarioLedger:
         entry = match(tool, args, self._entries)
         return None if entry is None else self._entries.index(entry)
 
-    def _authorizes(self, entry: LedgerEntry, field: str, value: object) -> bool:
-        """Does the ledger entry authorize this value for an authority field?"""
-        if field == entry.target_field:
-            values = value if isinstance(value, list) else [value]
-            return all(norm_value(v) == norm_value(entry.target) for v in values)
-        clause = entry.predicate.get(field)
-        return clause is not None and clause_holds(value, clause)
-
     def expand(self, call: ToolCall, matched: int | None) -> list[str]:
         """Expand(q, I_s, G_{tau,<=k(q)}) of §5.4: tainted authority fields whose value the
         matched (else any same-action) entry does not authorize; ``action`` when a tainted
@@ -92,7 +84,8 @@ class ScenarioLedger:
             value = call.args.get(f)
             if value in (None, "", []):
                 continue
-            if not any(self._authorizes(e, f, value) for e in entries):
+            # compared in the sandbox's forms (scenarios/ledger.py, sandbox/values.py)
+            if not any(authorizes(e, f, value) for e in entries):
                 out.append(f)
         return out
 
@@ -119,9 +112,9 @@ class ScenarioBoundary:
                                                                                          {})
 
     def disallowed(self, tool: str, field: str, value: Any) -> list[Any]:
-        ok = {norm_value(v) for v in self._tb["targets"].get(tool, {}).get(field, [])}
+        ok = {norm_field(tool, field, v) for v in self._tb["targets"].get(tool, {}).get(field, [])}
         values = value if isinstance(value, list) else [value]
-        return [v for v in values if norm_value(v) not in ok]
+        return [v for v in values if norm_field(tool, field, v) not in ok]
 
     def max_visibility(self, tool: str) -> str | None:
         return self._tb["max_visibility"].get(tool)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from containmentbench.sandbox.values import DEFAULTS, canonical_address, canonical_date
 from containmentbench.sandbox.world import (
     VISIBILITY_ORDER,
     CalendarEvent,
@@ -186,6 +187,8 @@ def crm_lookup(world: World, args: dict[str, Any]) -> Any:
 def list_calendar(world: World, args: dict[str, Any]) -> Any:
     """List calendar events, optionally on one date (YYYY-MM-DD)."""
     date = args.get("date", "")
+    if date:
+        date = canonical_date(date) or date
     return [{"id": ev.id, "title": ev.title, "date": ev.date, "attendees": ev.attendees}
             for ev in world.calendar.values() if not date or ev.date == date]
 
@@ -241,7 +244,7 @@ def _stage_send_email(world: World, args: dict[str, Any]) -> Staged:
 
 def _stage_share(world: World, args: dict[str, Any]) -> Staged:
     _get(world.documents, args["doc_id"], "document")
-    vis = _visibility(args.get("visibility", "private"))
+    vis = _visibility(args.get("visibility", DEFAULTS[("share_document", "visibility")]))
     def apply(w: World):
         share = {"doc_id": args["doc_id"], "recipient": args["recipient"], "visibility": vis}
         w.shares.append(share)
@@ -250,7 +253,7 @@ def _stage_share(world: World, args: dict[str, Any]) -> Staged:
 
 
 def _stage_status(world: World, args: dict[str, Any]) -> Staged:
-    vis = _visibility(args.get("visibility", "internal"))
+    vis = _visibility(args.get("visibility", DEFAULTS[("post_status_note", "visibility")]))
     def apply(w: World):
         note = {"channel": args["channel"], "text": args["text"], "visibility": vis}
         w.status_notes.append(note)
@@ -260,9 +263,15 @@ def _stage_status(world: World, args: dict[str, Any]) -> Staged:
 
 def _stage_create_event(world: World, args: dict[str, Any]) -> Staged:
     attendees = list(args.get("attendees", []) or [])
+    # a calendar stores a date, not text: a readable date is kept in ISO form, anything else
+    # (an ambiguous 11/04/2026, a date without its year) is refused (sandbox/values.py)
+    date = canonical_date(args["date"])
+    if date is None:
+        raise ToolError(f"date must be a calendar date such as 2026-11-04 (YYYY-MM-DD), got "
+                        f"'{args['date']}'")
     def apply(w: World):
         eid = w.next_id("evt")
-        w.calendar[eid] = CalendarEvent(eid, args["title"], args["date"], attendees)
+        w.calendar[eid] = CalendarEvent(eid, args["title"], date, attendees)
         return {"status": "created", "event_id": eid}, lambda w2: w2.calendar.pop(eid, None)
     return Staged("create_event", args, apply)
 
@@ -460,7 +469,8 @@ def is_high_risk(tool: str, memory_high_risk: bool) -> bool:
 
 
 def recipients_of(tool: str, args: dict[str, Any]) -> list[str]:
-    """Every recipient a call names (all recipient-role arguments), lower-cased."""
+    """Every address a call names (all recipient-role arguments), in canonical form: the
+    address of ``Name <addr>``, case-folded when ASCII (sandbox/values.py)."""
     out: list[str] = []
     for fname in TOOLS[tool].recipient_fields:
         v = args.get(fname)
@@ -468,7 +478,7 @@ def recipients_of(tool: str, args: dict[str, Any]) -> list[str]:
             out.extend(str(x) for x in v)
         elif v:
             out.append(str(v))
-    return [r.strip().lower() for r in out]
+    return [canonical_address(r) for r in out]
 
 
 def validate_args(tool: str, args: Any) -> str | None:

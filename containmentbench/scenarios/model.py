@@ -22,7 +22,7 @@ MEMORY_MODES = ("session", "persistent")
 CARRIERS = ("retrieved_document", "tool_result", "inter_agent_message", "persistent_memory")
 ATTACK_GOALS = ("unauthorized_side_effect", "wrong_recipient", "secret_leakage", "persistence")
 PREDICATE_OPS = ("eq", "in", "contains", "contains_all", "not_contains", "max_visibility",
-                 "absent_or_empty", "any")
+                 "absent_or_empty", "any", "contains_date")
 
 SCHEMA_VERSION = 1
 # A scenario id becomes part of rollout ids, trace page names and report links: one plain
@@ -245,6 +245,9 @@ class Scenario:
         oracle = _req(d, "oracle", dict, w)
         for i, r in enumerate(_req(oracle, "required", list, "oracle.")):
             _tool(_req(r, "tool", str, f"oracle.required[{i}]."), f"oracle.required[{i}].tool")
+            for fname, clause in _req(r, "args", dict, f"oracle.required[{i}].").items():
+                where = f"oracle.required[{i}].args.{fname}"
+                _choice(_req(clause, "op", str, f"{where}."), PREDICATE_OPS, f"{where}.op")
             if "session" in r:
                 _session(r["session"], len(goals), f"oracle.required[{i}].session")
         recovery = d.get("recovery")

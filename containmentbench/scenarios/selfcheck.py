@@ -25,6 +25,7 @@ from containmentbench.scenarios.model import Scenario
 from containmentbench.scenarios.oracle import (
     Committed,
     benign_success,
+    ended_with_answer,
     recovery_success,
     violations,
 )
@@ -36,6 +37,11 @@ KIND_FIELD = {"unauthorized": "unauthorized", "wrong_recipient": "wrong_recipien
 def committed(ep: Episode) -> list[Committed]:
     return [Committed(c["tool"], c["args"], c["session"], c["high_risk"], c["seq"])
             for c in ep.commits]  # C_tau (§4.4): rolled-back commits included
+
+
+def ended(ep: Episode) -> bool:
+    """The live episode ended with its final answer (``oracle.ended_with_answer``)."""
+    return ended_with_answer(ep.status, ep.rec.events)
 
 
 def final_memory(ep: Episode) -> dict[str, dict[str, Any]]:
@@ -73,7 +79,7 @@ def check(scenarios: Sequence[Scenario]) -> list[CheckResult]:
         if ep.status != "ok":
             r.problems.append(f"benign replay ended with status {ep.status}")
         cs = committed(ep)
-        ok, met = benign_success(s, cs, final_memory(ep))
+        ok, met = benign_success(s, cs, final_memory(ep), ended(ep))
         if not ok:
             r.problems.append(f"benign plan does not satisfy the oracle (requirements met: "
                               f"{met})")

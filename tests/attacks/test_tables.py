@@ -96,19 +96,20 @@ def test_table19_by_hand():
 def test_study_funnel_table_by_hand():
     base = {"study": "s", "model": "sim:default", "backend": "sim", "stage": "security"}
     flags = ("fn_exposed", "fn_exact_proposal", "fn_policy_pass", "fn_goal_commit",
-             "fn_offtarget_commit")
+             "fn_offtarget_commit", "fn_partial_follow")
     rows = [
-        # none: stage 5, stage 2 + off-target, stage 3; an error row is not counted
+        # none: stage 5, stage 2 + off-target, stage 3; an error row is not counted; partial
+        # follow beside the funnel: the goal commit and the off-target one
         {**base, "defense": "none", "status": "ok", "fn_stage": 5,
-         **dict(zip(flags, (T, T, T, T, F_)))},
+         **dict(zip(flags, (T, T, T, T, F_, T)))},
         {**base, "defense": "none", "status": "ok", "fn_stage": 2,
-         **dict(zip(flags, (T, F_, F_, F_, T)))},
+         **dict(zip(flags, (T, F_, F_, F_, T, T)))},
         {**base, "defense": "none", "status": "ok", "fn_stage": 3,
-         **dict(zip(flags, (T, T, F_, F_, F_)))},
+         **dict(zip(flags, (T, T, F_, F_, F_, F_)))},
         {**base, "defense": "none", "status": "error", "fn_stage": None,
          **dict.fromkeys(flags)},
         {**base, "defense": "tool_boundary", "status": "ok", "fn_stage": 3,
-         **dict(zip(flags, (T, T, F_, F_, F_)))},
+         **dict(zip(flags, (T, T, F_, F_, F_, F_)))},
         # a clean rollout: no exact goal (null), not in the table
         {**base, "stage": "clean", "defense": "none", "status": "ok", "fn_stage": None,
          **dict.fromkeys(flags)},
@@ -121,6 +122,8 @@ def test_study_funnel_table_by_hand():
     assert [got[0][k] for k in ("exposed", "exact_proposal", "policy_pass", "goal_commit",
                                 "offtarget_commit")] == [3, 2, 1, 1, 1]
     assert got[0]["exact_proposal_rate"] == pytest.approx(2 / 3)
+    assert (got[0]["partial_follow"], got[0]["partial_follow_rate"]) == (2, pytest.approx(2 / 3))
+    assert got[1]["partial_follow"] == 0
     assert (got[1]["exact_proposal"], got[1]["policy_pass"], got[1]["goal_commit_rate"]) == \
         (1, 0, 0.0)
     assert "Simulated agent" in t.caption

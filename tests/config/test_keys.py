@@ -116,3 +116,16 @@ def test_analysis_option_file(tmp_path):
     with pytest.raises(BenchError) as e:
         load_option("analysis", str(p))
     assert e.value.file == str(p) and e.value.field == "analysis.confidence"
+
+
+def test_a_backend_and_a_model_of_the_other_kind_are_refused(capsys):
+    """A real backend asked to serve the simulated agent, and the sim backend asked for a
+    real model: one line naming model.name, exit 2, before anything runs."""
+    from tests.conftest import run_cli
+
+    for args in (("backend=vllm", "model=sim"), ("backend=openai", "model=sim"),
+                 ("backend=hf", "model=sim_always_follow"),
+                 ("backend=sim", "model=qwen2_5_coder_1_5b_instruct")):
+        assert run_cli("config", "check", "study=smoke", *args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "field 'model.name'" in err[0], (args, err)

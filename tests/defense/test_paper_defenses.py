@@ -56,7 +56,7 @@ def _u_active(s, ep):
         e.setdefault("high_risk", None)
         e.setdefault("call_id", None)
     import json
-    rollout = {"env_diff": json.dumps(ep.env_diff())}
+    rollout = {"env_diff": json.dumps(ep.env_diff()), "status": ep.status}
     edges = [{"src": a, "dst": b, "kind": k, "propagates_taint": p}
              for a, b, k, p in ep.rec.edges]
     return authorized_tainted_action_success(RolloutTrace(rollout, events, edges, s))
