@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from containmentbench import escape
-from containmentbench.attacks import funnel, mutation
+from containmentbench.attacks import follow, funnel, mutation
 from containmentbench.audit import canary, carry, evidence, judge
 from containmentbench.integrity import paths
 from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
 from containmentbench.runtime import provenance
+from containmentbench.sandbox import values
 from containmentbench.sandbox.tools import TOOLS
 from containmentbench.scenarios import literal
 from containmentbench.scenarios import model as scenario_model
@@ -129,6 +130,19 @@ USES: tuple[Use, ...] = (
     _s(paths, "NAME", "a", "a.", "a+"),
     # scenario records: id rules (scenario files are benchmark text)
     _s(scenario_model, "SCENARIO_ID", "a", "a~", "a.b", "a" * 127),
+    # the forms a value can take (sandbox/values.py): recipient values and texts of any model
+    Use("containmentbench.sandbox.values._NAMED", values._NAMED,
+        lambda t: int(values._NAMED.fullmatch(t) is not None),
+        ("a", " ", '"', '"a"', "<", "<a@b", "a <a@b>", "a@b")),
+    *(Use(f"containmentbench.sandbox.values._DATE_FORMS[{i}]", p, scan(p),
+          ("2026-01-05", "2026/1/5", "January 5, 2026", "5 of January 2026", "Jan", "2026-"))
+      for i, p in enumerate(values._DATE_FORMS)),
+    # partial follow (attacks/follow.py): injected sentences and committed arguments
+    _s(follow, "_AT_DOMAIN", "@", "@a", "@a.", "@a.bc", "a@a.bc"),
+    Use("containmentbench.attacks.follow.addresses_in()", None, call(follow.addresses_in),
+        ("a@b.cd", "a@", ".@b.cd", "a.a.a", "%+@")),
+    _s(follow, "_CANARY", "CB-CANARY-", "CB-CANARY-0123456789", "CB-CANARY-012345678"),
+    _s(follow, "_SPACE", " ", "\t", " a"),
     # the literal-reader check: what an agent was shown (prompts, observations)
     _s(literal, "_ADDRESS", "<", "<a@", "<a@b", "<a@b>", "a@b>"),
     _s(literal, "_AT_DOMAIN", "@", "@b", "@b.", "@b.c", "a@b.c"),

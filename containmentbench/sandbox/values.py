@@ -50,8 +50,9 @@ CHANNEL_FIELDS = frozenset({("post_status_note", "channel")})
 DATE_FIELDS = frozenset({("create_event", "date"), ("list_calendar", "date")})
 
 _ATOM = r"[^\s<>@,;:\"()\[\]\\]+"
-_ADDR = re.compile(rf"{_ATOM}@{_ATOM}")
-_NAMED = re.compile(rf'(?:[^<>@,;:"()\[\]\\]*|"[^"<>\\]*")\s*<({_ATOM}@{_ATOM})>')
+# the display name's class already takes spaces, so only a quoted name is followed by \s*:
+# one way to read every text (a fullmatch that fails on a long name stays linear)
+_NAMED = re.compile(rf'(?:[^<>@,;:"()\[\]\\]*|"[^"<>\\]*"\s*)<({_ATOM}@{_ATOM})>')
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ("january", "february", "march", "april", "may", "june", "july", "august", "september",
