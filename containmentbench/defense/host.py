@@ -278,8 +278,46 @@ class DefenseHost:
         return sum(c.hook_s for c in self.costs.values())
 
 
-__all__ = ["ALLOW", "BLOCK", "CONFIRM", "REWRITE", "DefenseHost", "Gate", "LayerCost",
-           "ModelCaller", "Step", "context_for"]
+__all__ = ["ALLOW", "BLOCK", "CONFIRM", "REWRITE", "DefenseHost", "DefenseModelCalls", "Gate",
+           "LayerCost", "ModelCaller", "Step", "context_for"]
+
+
+class DefenseModelCalls:
+    """A rollout's defense model calls (a judge, a tool filter): each a request through the
+    rollout's backend with its own stable id and seed, recorded (``record``: the runtime's
+    ``defense_model_call`` node) and counted as the defense's cost. A provider error is an
+    error, never a verdict: :class:`HookError`. ``ask`` is ``generate([request])[0]`` of the
+    backend, or None where there is no model (then ``missing`` says why)."""
+
+    def __init__(self, ask: Callable[[Any], Any] | None, record: Callable[..., Any],
+                 request_prefix: str, seed_key: tuple[Any, ...], temperature: float,
+                 missing: str = "this run has none") -> None:
+        self.ask, self.record = ask, record
+        self.prefix, self.seed_key, self.temperature = request_prefix, seed_key, temperature
+        self.missing = missing
+        self.tokens = [0, 0, 0]  # model calls, prompt and completion tokens
+
+    def __call__(self, layer: str, messages: Sequence[Mapping[str, str]],
+                 max_tokens: int) -> str:
+        from containmentbench.canonical import stable_int
+        from containmentbench.models.base import GenerationRequest, call_record
+
+        if self.ask is None:
+            raise HookError(f"defense '{layer}' asked for a model, but {self.missing}")
+        n = self.tokens[0] = self.tokens[0] + 1
+        req = GenerationRequest(request_id=f"{self.prefix}/{layer}/{n}",
+                                messages=[dict(m) for m in messages], tools=[],
+                                seed=stable_int(*self.seed_key, layer, n) & 0x7FFFFFFF,
+                                max_tokens=max_tokens, temperature=self.temperature,
+                                sim=("defense", layer), tool_mode="prompt")
+        c = self.ask(req)
+        self.tokens[1] += c.prompt_tokens
+        self.tokens[2] += c.completion_tokens
+        self.record(text=c.text, layer=layer, outcome="failure" if c.error else "success",
+                    **call_record(c))
+        if c.error is not None:
+            raise HookError(f"defense '{layer}' model call failed: {c.error}")
+        return c.text
 
 
 def context_for(defense: Defense, state: RolloutState,

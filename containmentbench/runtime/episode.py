@@ -34,7 +34,7 @@ from typing import Any
 from containmentbench.canonical import canonical_json, stable_int
 from containmentbench.defense.api import REDACT, REWRITE, WITHHOLD, Defense, HookError
 from containmentbench.defense.context import Answer, TaskView, ToolOutput
-from containmentbench.defense.host import DefenseHost
+from containmentbench.defense.host import DefenseHost, DefenseModelCalls
 from containmentbench.gateway import Gateway
 from containmentbench.models.base import Completion, GenerationRequest, call_record
 from containmentbench.parser import VALID_STATUSES, parse
@@ -85,10 +85,13 @@ class Episode:
                        "repeated_calls": 0, "prefilled": 0}
         # the defense's hooks (defense/host.py) over a context that holds only what a
         # deployment could know (runtime/knowledge.py), never the scenario record
-        self.ask = ask
-        self.defense_tokens = [0, 0, 0]  # model calls, prompt and completion tokens
+        self.defense_calls = DefenseModelCalls(
+            ask, lambda **kw: self.rec.add("defense_model_call", **kw),
+            f"{spec.rollout_id}/defense", ("defense", scenario.id, spec.model, spec.seed),
+            cfg.temperature)
+        self.defense_tokens = self.defense_calls.tokens  # model calls, prompt, completion
         self.host = DefenseHost(self.layers, scenario_state(scenario), scenario.id,
-                                self._defense_model)
+                                self.defense_calls)
         # the authorization and effect phases of tool calls (effects.py); their commits, undo
         # records and memory origins are the episode's under the same names
         self.effects = Effects(self.rec, self.world, self.host, scenario, self.counts,
@@ -270,28 +273,6 @@ class Episode:
         self.rec.add("defense_error", text=exc.detail, outcome="failure")
         self.status, self.error = "error", f"defense error: {exc.detail}"
         self._finish()
-
-    def _defense_model(self, layer: str, messages: Sequence[Mapping[str, str]],
-                       max_tokens: int) -> str:
-        """A defense's own model call (a judge, a tool filter): through the rollout's
-        backend, recorded as a ``defense_model_call`` and counted as the defense's cost."""
-        if self.ask is None:
-            raise HookError(f"defense '{layer}' asked for a model, but this run has none")
-        n = self.defense_tokens[0] = self.defense_tokens[0] + 1
-        seed = stable_int("defense", self.s.id, self.spec.model, self.spec.seed, layer,
-                          n) & 0x7FFFFFFF
-        req = GenerationRequest(request_id=f"{self.spec.rollout_id}/defense/{layer}/{n}",
-                                messages=[dict(m) for m in messages], tools=[], seed=seed,
-                                max_tokens=max_tokens, temperature=self.cfg.temperature,
-                                sim=("defense", layer), tool_mode="prompt")
-        c = self.ask(req)
-        self.defense_tokens[1] += c.prompt_tokens
-        self.defense_tokens[2] += c.completion_tokens
-        self.rec.add("defense_model_call", text=c.text, layer=layer,
-                     outcome="failure" if c.error else "success", **call_record(c))
-        if c.error is not None:  # a provider error is an error, never a verdict
-            raise HookError(f"defense '{layer}' model call failed: {c.error}")
-        return c.text
 
     def _model_call(self, a: AgentRun, text: str, record: dict[str, Any], status: str,
                     **fields: Any) -> int:

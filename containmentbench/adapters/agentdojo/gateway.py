@@ -26,7 +26,7 @@ from typing import Any
 from containmentbench.adapters.agentdojo.knowledge import knowledge_of, tool_infos
 from containmentbench.adapters.agentdojo.tasks import carried
 from containmentbench.adapters.agentdojo.tools import authority_key, is_sink, key_json, verb
-from containmentbench.canonical import canonical_json, stable_int
+from containmentbench.canonical import canonical_json
 from containmentbench.defense.api import (
     BLOCK,
     CONFIRM,
@@ -45,7 +45,7 @@ from containmentbench.defense.context import (
     ToolOutput,
     frozen_args,
 )
-from containmentbench.defense.host import DefenseHost
+from containmentbench.defense.host import DefenseHost, DefenseModelCalls
 from containmentbench.defense.loading import Loaded
 from containmentbench.gateway.gateway import Gateway
 from containmentbench.trace.recorder import Recorder
@@ -119,12 +119,14 @@ def _runtime_class() -> type:
             self.rec = Recorder(rollout_id)
             self.defense = defense
             self.ledger = ledger
-            self.ask = model
-            self.defense_tokens = [0, 0, 0]  # model calls, prompt and completion tokens
+            calls = DefenseModelCalls(
+                model, lambda **kw: self.rec.add("defense_model_call", **kw),
+                f"{rollout_id}/defense", ("defense", rollout_id), 0.0,
+                "this AgentDojo pipeline serves none (a served model: backend=vllm|openai)")
+            self.defense_tokens = calls.tokens  # model calls, prompt and completion tokens
             state = RolloutState([prompt], [AgentInfo("agent", "primary")],
                                  tool_infos(self.functions), knowledge_of(ledger))
-            self.host = DefenseHost(defense.layers, state, where or rollout_id,
-                                    self._defense_model)
+            self.host = DefenseHost(defense.layers, state, where or rollout_id, calls)
             gw = Gateway(rollout_id, PRINCIPAL, None, "")  # type: ignore[arg-type]
             d = gw.mint("agent", "agent#1", None, 0)
             self.agent = _Agent("agent", "agent#1", d.delegation_id, None, PRINCIPAL)
@@ -217,28 +219,6 @@ def _runtime_class() -> type:
             self.functions = {k: f for k, f in self.functions.items() if k in view.tools}
             guidance = [st.result.guidance for st in steps if st.result.guidance]
             return view.task, "\n\n".join(guidance) or None
-
-        def _defense_model(self, layer: str, messages: Sequence[Mapping[str, str]],
-                           max_tokens: int) -> str:
-            from containmentbench.models.base import GenerationRequest, call_record
-
-            if self.ask is None:
-                raise HookError(f"defense '{layer}' asked for a model, but this AgentDojo "
-                                f"pipeline serves none (a served model: backend=vllm|openai)")
-            n = self.defense_tokens[0] = self.defense_tokens[0] + 1
-            req = GenerationRequest(request_id=f"{self.rollout_id}/defense/{layer}/{n}",
-                                    messages=[dict(m) for m in messages], tools=[],
-                                    seed=stable_int("defense", self.rollout_id, layer, n)
-                                    & 0x7FFFFFFF, max_tokens=max_tokens, temperature=0.0,
-                                    sim=("defense", layer), tool_mode="prompt")
-            c = self.ask(req)
-            self.defense_tokens[1] += c.prompt_tokens
-            self.defense_tokens[2] += c.completion_tokens
-            self.rec.add("defense_model_call", text=c.text, layer=layer,
-                         outcome="failure" if c.error else "success", **call_record(c))
-            if c.error is not None:
-                raise HookError(f"defense '{layer}' model call failed: {c.error}")
-            return c.text
 
         # -- the interception point --------------------------------------------------------
         def run_function(self, env: Any, function: str, kwargs: Mapping[str, Any],
