@@ -145,7 +145,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "tables": sorted([t.name for t in out_tables] + ["headline", "results"]),
             "figures": sorted(p.name for p in fig_paths), "skipped": skipped,
             "simulated_agent": ctx.sim, "config": dict(cfg),
-            "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,
+            "decoding": ctx.decoding, "tool_modes": ctx.tool_modes,
+            "tools_offered": ctx.tools_offered, "exposure": ctx.exposure,
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}
     writer.write_json(out / "analysis.json", info, kind="analysis")
     info["seconds"] = time.perf_counter() - t0

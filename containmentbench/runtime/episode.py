@@ -48,7 +48,7 @@ from containmentbench.runtime.state import (
 from containmentbench.sandbox.tools import TOOLS, is_high_risk
 from containmentbench.sandbox.world import World, diff
 from containmentbench.scenarios.model import Scenario
-from containmentbench.scenarios.topology import ROLE_TOOLS
+from containmentbench.scenarios.toolsets import offered
 from containmentbench.trace.recorder import Recorder, is_tainted
 
 
@@ -135,7 +135,7 @@ class Episode:
         inst = f"{spec['id']}#{self.session}.{self.instances}"
         d = self.gateway.mint(spec["id"], inst, parent.delegation_id if parent else None,
                               self.rec.tick)
-        tools = tuple(sorted(ROLE_TOOLS[spec["role"]]))
+        tools = offered(spec["role"], self.s.domain, self.s.memory_mode, self.cfg.tools_offered)
         agent = AgentRun(spec["id"], spec["role"], inst, d.delegation_id, d.parent_id,
                          self.gateway.principal_id, tools,
                          [{"role": "system", "content": prompts.system_prompt(

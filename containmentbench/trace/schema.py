@@ -13,7 +13,8 @@ import pyarrow as pa
 
 # 2: events.origin and the "truncated" kind; rollouts.decoding, tool_mode, n_truncated,
 #    n_repeated_calls, n_prefilled (issue "the first real measurement")
-SCHEMA_VERSION = "2"
+# 3: rollouts.tools_offered (tools offered per role, scenarios/toolsets.py)
+SCHEMA_VERSION = "3"
 
 _str = pa.string()
 _lstr = pa.list_(pa.string())
@@ -143,6 +144,7 @@ ROLLOUTS = pa.schema([
     pa.field("n_prefilled", pa.int32(), nullable=False),    # prefilled steps (not model actions)
     pa.field("decoding", _str, nullable=False),            # canonical JSON (config/decoding.py)
     pa.field("tool_mode", _str, nullable=False),           # prompt | native | constrained
+    pa.field("tools_offered", _str, nullable=False),       # all | domain (tools per role)
     # sha256 of what the model said (agent instance, text and finish reason of every model
     # call, in order): two seeds of one scenario and defense gave distinct traces iff these
     # differ (Table 26 and every interval report it)

@@ -225,6 +225,7 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "n_repeated_calls": _repeats(ev), "n_prefilled": 0,
         "decoding": canonical_json(dict(cfg.decoding) if cfg.decoding is not None else None),
         "tool_mode": "native",
+        "tools_offered": "all",  # the AgentDojo suite's own tools
         "completion_digest": hashlib.sha256(b"".join(
             canonical_json([e.get("agent_instance"), e.get("text"), e.get("finish_reason")])
             .encode() for e in ev if e["kind"] == "model_call")).hexdigest(),
