@@ -190,8 +190,9 @@ def comparison_sentence(c: Comparison) -> str:
 
 
 def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
-             figure: str | None) -> dict[str, Any]:
-    """``headline.json``: what the headline says, as data."""
+             figure: str | None, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """``headline.json``: what the headline says, as data; ``extra``: sentences of other
+    tables (utility per topology, ``analysis/topology.py``)."""
     rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in frame.iter_rows(named=True)]
     quantities = []
@@ -207,7 +208,7 @@ def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
             # absent) is left out, not stated as a finding
             "sentences": answer_sentences(rows) + [comparison_sentence(c) for c in claims
                                                    if c.n_pairs]
-            + zero_event_sentences(rows),
+            + zero_event_sentences(rows) + list(extra),
             "figure": figure}
 
 
@@ -257,7 +258,8 @@ def text(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path) -> list[Path]:
+def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path,
+          extra: Sequence[str] = ()) -> list[Path]:
     """The headline's figure (``figures/``) and ``tables/headline.{json,md}`` of the run
     folder ``out``; returns the paths written."""
     from containmentbench.analysis import headline_figure
@@ -265,7 +267,7 @@ def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path) -
 
     paths = headline_figure.draw(found.frame, ctx, out / "figures")
     png = f"figures/{headline_figure.NAME}.png"
-    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None)
+    doc = document(ctx, found.frame, claims, png if (out / png).exists() else None, extra)
     writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
     writer.write_text(out / "tables" / "headline.md", markdown(doc), kind="tables")
     return [*paths, out / "tables" / "headline.json", out / "tables" / "headline.md"]
