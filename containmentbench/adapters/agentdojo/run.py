@@ -86,8 +86,9 @@ class Outcome:
     native_calls: int
 
 
-def _check(suite: Any, task: Any, output: Any, pre: Any, post: Any, calls: Sequence[Any]) -> bool:
-    # AgentDojo's own utility/security dispatch (pinned agentdojo==0.1.35)
+def check_task(suite: Any, task: Any, output: Any, pre: Any, post: Any,
+               calls: Sequence[Any]) -> bool:
+    """AgentDojo's own utility/security dispatch (pinned agentdojo==0.1.35)."""
     return bool(suite._check_task_result(task, output or [], pre, post, calls))
 
 
@@ -149,9 +150,9 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
                 else None
             answer = get_text_content_as_str(output) if output else ""
             rt.final_answer(answer)
-            utility = _check(s, ut, output, pre, env, rt.executed)
+            utility = check_task(s, ut, output, pre, env, rt.executed)
             if it is not None:
-                security = _check(s, it, output, pre, env, rt.executed)
+                security = check_task(s, it, output, pre, env, rt.executed)
         diff = rt.env_diff()
     native_calls = sum(1 for m in messages if m["role"] == "assistant"
                        for c in (m.get("tool_calls") or []) if c.function in rt.functions)
