@@ -181,7 +181,9 @@ real-cpu-1.5b: $(VVENV)/.real-1.5b-deps
 
 # AgentDojo's banking suite with Qwen2.5-Coder-0.5B served by the engine in the job: every
 # request carries our decoding and a per-request seed; adapter/parity.json compares the
-# adapter's labels with AgentDojo's own run of the same task, pipeline and seed
+# adapter's labels with AgentDojo's own run of the same task, pipeline and seed. The 0.5B
+# model qualifies no task (qualification/banking.json: its one utility was user_task_5, which
+# passes with no action), so the run stops at the qualification gate.
 agentdojo-real: $(VVENV)/.real-deps
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=agentdojo_real \
 		'overrides=[model=qwen2_5_coder_0_5b_instruct,backend=vllm_cpu,backend.tool_mode=native,+backend.options.tool_parser=hermes,decoding.max_tokens=256]'
