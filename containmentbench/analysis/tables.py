@@ -58,6 +58,8 @@ class Context:
         self.decoding_text = describe(self.decoding, self.backends[0] if self.backends else "")
         self.tool_modes = sorted(df["tool_mode"].unique().to_list()) \
             if "tool_mode" in df.columns else []
+        self.tools_offered = sorted(df["tools_offered"].drop_nulls().unique().to_list()) \
+            if "tools_offered" in df.columns else []
         # a narrowed frame (Tables 18-19) may carry neither column: no exposure to report
         ok = df.filter(pl.col("status") != "error") if "status" in df.columns else df
         self.exposure = fmean(ok["exposed"]) if "exposed" in df.columns else None
@@ -72,7 +74,14 @@ class Context:
                     f"with untrusted content whose model was shown it)")
         return (f"{text}{tail} Model results of {self.models} only, from its own traces (not "
                 f"the simulated agent); {self.decoding_text}; tool mode "
-                f"{', '.join(self.tool_modes) or 'n/a'}; {exposure}.")
+                f"{', '.join(self.tool_modes) or 'n/a'}; {self.offered_text}; {exposure}.")
+
+    @property
+    def offered_text(self) -> str:
+        """How many tools each agent was offered (scenarios/toolsets.py)."""
+        what = {"all": "every tool of its role", "domain": "its scenario's domain tools"}
+        modes = [what.get(m, m) for m in self.tools_offered] or ["n/a"]
+        return f"tools offered per agent: {', '.join(modes)}"
 
 
 def column_mean(sub: pl.DataFrame, col: str) -> float | None:

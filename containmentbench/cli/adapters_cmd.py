@@ -277,10 +277,13 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         close_served()
     writer.write_text(args.out, canonical_json(rec) + "\n", kind="agentdojo-qualification",
                       force=args.force)
+    rate = "n/a" if rec["no_call_rate"] is None else f"{rec['no_call_rate']:.3f}"
     print(f"{args.suite}: {len(rec['eligible'])}/{len(users)} tasks eligible, "
           f"{len(rec['frozen'])} frozen; parity "
-          f"{rec['parity_rows']}/{rec['rows']}, linkage {rec['linkage_rows']}/{rec['rows']}",
-          file=sys.stderr)
+          f"{rec['parity_rows']}/{rec['rows']}, linkage {rec['linkage_rows']}/{rec['rows']}; "
+          f"rejected as passing with no action: "
+          f"{', '.join(rec['passes_without_action']) or 'none'}; rows with no native tool "
+          f"call: {rec['no_call_rows']} ({rate})", file=sys.stderr)
     return 0
 
 

@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="prompt: our format, schemas once in the system prompt; native: the "
                         "model's chat template renders the tools; constrained: prompt mode "
                         "with decoding limited to one valid action (vllm, openai)")
+    p.add_argument("--tools-offered", default="all", choices=("all", "domain"),
+                   help="tools offered per agent (study.tools_offered): all of its role's, or "
+                        "its scenario's domain tools (a suite whose plans need more: exit 2)")
     p.add_argument("--window", type=T.config_range("backend.window"), default=512,
                    help="episodes in flight")
     p.add_argument("--parser", default="current", choices=("current", "legacy"),
@@ -167,6 +170,7 @@ def _from_study(args: argparse.Namespace) -> dict[str, Any]:
             "max_tokens": dec["max_tokens"], "temperature": dec["temperature"],
             "top_p": dec["top_p"], "seed_policy": dec["seed_policy"],
             "tool_mode": b.get("tool_mode", "prompt"),
+            "tools_offered": data["study"].get("tools_offered", "all"),
             "window": b["window"], "runtime": data["runtime"],
             "defenses": data["defenses"], "parser": data["study"].get("parser", "current"),
             "out": args.out or shard_dir(data, shard)}
@@ -189,6 +193,7 @@ def _from_args(args: argparse.Namespace) -> dict[str, Any]:
             "model": args.model, "label": label, "study": args.study, "options": options,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
             "top_p": args.top_p, "seed_policy": "replicates", "tool_mode": args.tool_mode,
+            "tools_offered": args.tools_offered,
             "window": args.window,
             "runtime": {"max_steps": args.max_steps},
             "defenses": None, "parser": args.parser, "out": args.out}
@@ -257,8 +262,11 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     r = _from_study(args) if args.study_config else _from_args(args)
     check_bounds(r)
     out = Path(r["out"])
-    prepare_out(out, args.force)
     scen = select(r["suite"], r["stage"], r["scenarios"])
+    from containmentbench.scenarios.toolsets import check_suite
+
+    check_suite(scen, r["tools_offered"], str(r["suite"]))  # before anything is written
+    prepare_out(out, args.force)
     policy = load_defense(r["defense"], r["defenses"])
     profile = r["options"].get("profile") if r["backend"] == "sim" else None
     from containmentbench.parser.modes import parser_for
@@ -266,7 +274,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     cfg = RuntimeConfig(max_tokens=r["max_tokens"], temperature=r["temperature"],
                         top_p=r["top_p"], seed_policy=r["seed_policy"],
                         parser=parser_for(r["parser"]),
-                        tool_mode=r["tool_mode"],
+                        tool_mode=r["tool_mode"], tools_offered=r["tools_offered"],
                         **{k: v for k, v in r["runtime"].items()
                            if k in RuntimeConfig.__dataclass_fields__})
     if r["tool_mode"] == "constrained" and r["backend"] not in ("vllm", "openai"):

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "per seed); the frozen suites are rewritten only by "
                                          "`scenarios freeze`")
     g.add_argument("--suite", required=True,
-                   help="full_main | stress | smoke | exposed | exposed_smoke")
+                   help="full_main | stress | smoke | exposed | exposed_smoke | exposed_real")
     g.add_argument("--out", type=Path, required=True,
                    help="a new or empty folder, or an earlier generated suite (--force)")
     g.add_argument("--seed", type=T.seed, default=None, help="generator seed")
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "(the only verb that rewrites a frozen suite; an old "
                                        "one that differs is moved aside, never deleted)")
     f.add_argument("--suite", required=True,
-                   help="full_main | stress | smoke | exposed | exposed_smoke")
+                   help="full_main | stress | smoke | exposed | exposed_smoke | exposed_real")
     f.add_argument("--seed", type=T.seed, default=None, help="generator seed")
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check + "

@@ -128,6 +128,12 @@ def validate(cfg: Any) -> dict[str, Any]:
     if study.get("parser", "current") not in ("current", "legacy"):
         raise BenchError(f"unknown parser mode '{study['parser']}' (known: current, legacy)",
                          field="study.parser")
+    from containmentbench.scenarios.toolsets import check_mode
+
+    check_mode(study.get("tools_offered", "all"))
+    if (study.get("adapter") or {}).get("name") and study.get("tools_offered", "all") != "all":
+        raise BenchError("an adapter study offers the external benchmark's own tools; "
+                         "tools_offered must be 'all'", field="study.tools_offered")
     if backend["name"] not in BACKENDS:
         raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
                          field="backend.name")
@@ -201,6 +207,15 @@ def load_study(overrides: Sequence[str] = (), composed: Any = None) -> dict[str,
     if not shards(data):
         raise BenchError(f"study '{data['study']['name']}' has zero shards (no scenarios in "
                          f"the selected stages)", field="study.stages")
+    mode = data["study"].get("tools_offered", "all")
+    if mode != "all":  # every planned scenario's plans within what the mode offers
+        from containmentbench.scenarios.manifest import load_suite
+        from containmentbench.scenarios.toolsets import check_suite
+
+        wanted = set(data["study"].get("scenarios") or [])
+        check_suite((s for s in load_suite(data["study"]["suite"])
+                     if s.stage in data["study"]["stages"] and (not wanted or s.id in wanted)),
+                    mode, data["study"]["suite"])
     return data
 
 

@@ -102,6 +102,9 @@ class StudyConfig:
     shard_size: int = 200               # scenarios per rollout job (a block of one stage)
     scenarios: list[str] = field(default_factory=list)  # optional subset of scenario ids
     parser: str = "current"             # current | legacy (recorded per rollout; Table 24)
+    # tools offered per role (scenarios/toolsets.py): all (every tool of the role; the paper's
+    # studies) | domain (the scenario's domain tools); recorded per rollout, in the keys
+    tools_offered: str = "all"
     # several models, each its own run (never pooled): entries "model" or "model@backend" or
     # {model: ..., backend: ...}, naming config/model and config/backend entries
     models: list[Any] = field(default_factory=list)

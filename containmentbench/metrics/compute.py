@@ -73,7 +73,7 @@ def scope_to_stage(row: dict[str, Any], stage: str) -> dict[str, Any]:
 IDENTITY = ("rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology",
             "memory_mode", "carrier", "attack_goal", "study", "suite", "model", "backend",
             "agent_profile", "defense", "policy_hash", "method_version", "seed", "status",
-            "decoding", "tool_mode", "completion_digest")
+            "decoding", "tool_mode", "tools_offered", "completion_digest")
 
 
 def error_kind(r: dict[str, Any]) -> str | None:

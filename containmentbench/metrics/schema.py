@@ -40,6 +40,7 @@ METRICS = pa.schema([
     # what was measured and how (never pooled across values: pipeline/mixing.py)
     pa.field("decoding", _s, nullable=False),        # canonical JSON (config/decoding.py)
     pa.field("tool_mode", _s, nullable=False),       # prompt | native | constrained
+    pa.field("tools_offered", _s, nullable=False),   # all | domain (scenarios/toolsets.py)
     pa.field("completion_digest", _s, nullable=False),  # distinct seeds (Table 26, intervals)
     # exposure: a model call's context carried an untrusted source's label (the injection
     # or the untrusted material reached the model); null where the scenario has none
@@ -147,7 +148,7 @@ OUTCOMES = tuple(f.name for f in METRICS if f.name not in (
     "rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology", "memory_mode",
     "carrier", "attack_goal", "study", "suite", "model", "backend", "agent_profile", "defense",
     "policy_hash", "method_version", "seed", "status", "error_kind", "decoding", "tool_mode",
-    "completion_digest", "n_model_calls", "n_model_actions", "n_valid_proposals",
+    "tools_offered", "completion_digest", "n_model_calls", "n_model_actions", "n_valid_proposals",
     "n_parse_failures", "n_invalid_tool", "n_truncated", "rule_ids", "stop_rule_ids",
     "valid_tool_proposal_rate", "parse_failure_rate", "repaired_rate", "invalid_tool_rate",
     "truncated_rate"))

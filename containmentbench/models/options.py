@@ -48,6 +48,11 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         # KV cache size in bytes; on the CPU engine this beats gpu_memory_utilization (there a
         # share of host memory for weights AND cache together)
         "kv_cache_memory_bytes": (_OPT_INT, None),
+        # the CPU engine's OpenMP cores (VLLM_CPU_OMP_THREADS_BIND): None = vLLM's own choice
+        # (one core reserved for the frontend, the model on the rest: one of two cores);
+        # "all" = every core this process may run on, none reserved; or vLLM's own syntax
+        # ("0-1", "nobind"). Part of the shard key: the thread count can change the sums.
+        "cpu_threads_bind": (_OPT_STR, None),
     },
     "openai": {
         "base_url": ((str,), "http://127.0.0.1:8000/v1"),

@@ -58,7 +58,7 @@ def check_metrics(path: str | Path) -> None:
     from containmentbench.integrity.inputs import check_column_kinds, parquet_schema
     from containmentbench.metrics.schema import METRICS
 
-    cols = ["model", "backend", "decoding", "tool_mode"]
+    cols = ["model", "backend", "decoding", "tool_mode", "tools_offered"]
     # these columns only: the whole table is checked by the reader that uses it
     # (metrics/schema.py check_metrics_file), after the checks of --out
     check_column_kinds(parquet_schema(path, "metrics table"),

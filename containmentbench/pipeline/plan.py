@@ -184,14 +184,14 @@ def run_key(data: dict[str, Any]) -> str:
                         "decoding": data["decoding"],
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data),
-                        **_profile(data)})[:16]
+                        **_tools_offered(data), **_profile(data)})[:16]
 
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
     """A hash of everything that determines a shard's traces (so a change in model, backend,
-    tool mode, decoding, defense configuration or code, runtime settings, the bytes of its
-    scenarios or the sim profile's content reruns the shard, and a change in, say, the
-    analysis plan, a server's port or the concurrency does not)."""
+    tool mode, tools offered, decoding, defense configuration or code, runtime settings, the
+    bytes of its scenarios or the sim profile's content reruns the shard, and a change in,
+    say, the analysis plan, a server's port or the concurrency does not)."""
     from containmentbench.defense.identity import defense_identity
     from containmentbench.pipeline.content import scenario_digest
 
@@ -204,7 +204,7 @@ def shard_key(data: dict[str, Any], shard: Shard) -> str:
                         "defense": defense_identity(shard.defense, data["defenses"]),
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data),
-                        **_profile(data),
+                        **_tools_offered(data), **_profile(data),
                         **({"scenario_sha256": content} if content else {})})[:16]
 
 
@@ -221,6 +221,13 @@ def _parser_mode(data: dict[str, Any]) -> dict[str, str]:
     the keys of existing current-parser shards stay as they were."""
     mode = data["study"].get("parser", "current")
     return {} if mode == "current" else {"parser": mode}
+
+
+def _tools_offered(data: dict[str, Any]) -> dict[str, str]:
+    """study.tools_offered changes what every agent is offered (scenarios/toolsets.py); "all"
+    adds nothing, so the keys of shards written before the factor existed stay as they were."""
+    mode = data["study"].get("tools_offered", "all")
+    return {} if mode == "all" else {"tools_offered": mode}
 
 
 def job_key(data: dict[str, Any], job: Job) -> str:

@@ -7,7 +7,8 @@ study lacks is not drawn); ``FIGURES`` are those of a study with every stage.
 
 from __future__ import annotations
 
-ANALYSIS_TABLES = ("findings", "exposure_validity", "stage_means", "table03_stage_accounting", "table09_security_positive_control",
+ANALYSIS_TABLES = ("findings", "exposure_validity", "utility_by_topology", "stage_means",
+                   "table03_stage_accounting", "table09_security_positive_control",
                    "table10_trajectory_divergence", "table11_utility", "table12_claim_critical",
                    "table15_memory_recovery", "table22_interface_diagnostic",
                    "table25_paired_comparisons", "table26_seed_variance", "zero_event_bounds")

@@ -64,6 +64,7 @@ def overview(run: Path, df: pl.DataFrame) -> str:
         ["what the rows are", SIM_NOTE if ctx.sim else
          f"results of {ctx.models} only, from its own traces"],
         ["decoding", ctx.decoding_text], ["tool mode", ", ".join(ctx.tool_modes)],
+        ["tools offered per agent", ", ".join(ctx.tools_offered)],
         ["exposure", exposure], *([["model package", package]] if package else []),
         ["rollouts", df.height], ["defenses", ", ".join(ctx.defenses)],
         ["stages", ", ".join(s for s in STAGES if s in set(df["stage"].to_list()))],

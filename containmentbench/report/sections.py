@@ -18,6 +18,7 @@ ORDER = ("table03_stage_accounting", "table09_security_positive_control",
          "table18_candidate_transfer", "table19_adaptive_qualification", "adaptive_funnel",
          "table22_interface_diagnostic", "table24_parser_reparse",
          "table25_paired_comparisons", "table26_seed_variance", "exposure_validity",
+         "utility_by_topology",
          "target_path_funnel", "zero_event_bounds", "rule_attribution",
          "table28_integrity_audit", "case_studies", "cross_model_by_defense", "stage_means")
 TITLES = {
@@ -38,6 +39,7 @@ TITLES = {
     "table25_paired_comparisons": "Table 25: paired comparisons",
     "table26_seed_variance": "Table 26: seed variance",
     "exposure_validity": "Exposure and measurement validity per defense",
+    "utility_by_topology": "Utility per topology",
     "target_path_funnel": "Target-path funnel",
     "zero_event_bounds": "Zero-event upper bounds",
     "rule_attribution": "Rule-level attribution",

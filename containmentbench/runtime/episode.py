@@ -51,7 +51,8 @@ from containmentbench.runtime.state import (
 from containmentbench.sandbox.tools import TOOLS, is_high_risk
 from containmentbench.sandbox.world import World, diff
 from containmentbench.scenarios.model import Scenario
-from containmentbench.scenarios.topology import ROLE_TOOLS, reachable
+from containmentbench.scenarios.toolsets import offered
+from containmentbench.scenarios.topology import reachable
 from containmentbench.trace.recorder import Recorder, is_tainted
 
 
@@ -154,8 +155,8 @@ class Episode:
         inst = f"{spec['id']}#{self.session}.{self.instances}"
         d = self.gateway.mint(spec["id"], inst, parent.delegation_id if parent else None,
                               self.rec.tick)
-        view = TaskView(spec["id"], spec["role"], task, tuple(sorted(ROLE_TOOLS[spec["role"]])),
-                        self.session, parent is not None)
+        tools = offered(spec["role"], self.s.domain, self.s.memory_mode, self.cfg.tools_offered)
+        view = TaskView(spec["id"], spec["role"], task, tools, self.session, parent is not None)
         steps = []
         if self.host.has("plan_task"):
             self.effects.sync()

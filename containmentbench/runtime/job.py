@@ -85,6 +85,7 @@ def runtime_config(data: dict[str, Any]) -> Any:
                          top_p=dec["top_p"], seed_policy=dec["seed_policy"],
                          parser=parser_for(data["study"].get("parser", "current")),
                          tool_mode=data["backend"].get("tool_mode", "prompt"),
+                         tools_offered=data["study"].get("tools_offered", "all"),
                          **{k: v for k, v in data["runtime"].items()
                             if k in RuntimeConfig.__dataclass_fields__})
 
@@ -127,12 +128,14 @@ class _ShardRun:
         from containmentbench.defense.loading import load_defense
         from containmentbench.runtime.driver import ShardContext
         from containmentbench.scenarios.manifest import load_scenarios
+        from containmentbench.scenarios.toolsets import check_suite
 
         self.data, self.shard = data, s
         self.scenarios = load_scenarios(data["study"]["suite"], s.stage, s.scenario_ids)
         self.defense = load_defense(s.defense, data["defenses"])
         b = data["backend"]
         self.cfg = runtime_config(data)
+        check_suite(self.scenarios, self.cfg.tools_offered, data["study"]["suite"])
         profile = data["model"]["sim_profile"] if b["name"] == "sim" else None
         self.ctx = ShardContext(data["study"]["name"], model_label(data), b["name"],
                                 s.defense, s.seed, profile)

@@ -29,6 +29,7 @@ class RuntimeConfig:
     seed_policy: str = "replicates"     # recorded (config/decoding.py)
     parser: ParserConfig | None = None
     tool_mode: str = "prompt"           # prompt | native | constrained (models.base)
+    tools_offered: str = "all"          # all | domain (scenarios/toolsets.py)
 
     def decoding(self) -> str:
         """The decoding block every rollout row records (config/decoding.py)."""

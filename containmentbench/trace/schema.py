@@ -16,6 +16,7 @@ import pyarrow as pa
 # 3: the defense API: events.layer (the layer of a stack that decided) and the kinds
 #    task_plan, output_check, commit_check, answer_check, defense_model_call, defense_error;
 #    rollouts.defense_code, defense_model_calls and defense tokens; timings.defense_hook_s
+#    rollouts.tools_offered (tools offered per role, scenarios/toolsets.py)
 SCHEMA_VERSION = "3"
 
 _str = pa.string()
@@ -156,6 +157,7 @@ ROLLOUTS = pa.schema([
     pa.field("n_prefilled", pa.int32(), nullable=False),    # prefilled steps (not model actions)
     pa.field("decoding", _str, nullable=False),            # canonical JSON (config/decoding.py)
     pa.field("tool_mode", _str, nullable=False),           # prompt | native | constrained
+    pa.field("tools_offered", _str, nullable=False),       # all | domain (tools per role)
     # sha256 of what the model said (agent instance, text and finish reason of every model
     # call, in order): two seeds of one scenario and defense gave distinct traces iff these
     # differ (Table 26 and every interval report it)

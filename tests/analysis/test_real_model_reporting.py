@@ -32,7 +32,8 @@ def _frame(rows: list[dict], decoding: str = SAMPLED, backend: str = "vllm") -> 
         row.update(rollout_id=f"r{i}", cluster_id=r["scenario_id"], domain="email",
                    topology="single", memory_mode="session", study="t", suite="s",
                    model="qwen", backend=backend, policy_hash="h", method_version="1",
-                   status="ok", decoding=decoding, tool_mode="constrained", n_model_calls=2,
+                   status="ok", decoding=decoding, tool_mode="constrained",
+                   tools_offered="domain", n_model_calls=2,
                    rule_ids=[], stop_rule_ids=[])
         row.update(r)
         full.append(row)
@@ -105,6 +106,7 @@ def test_captions_name_decoding_tool_mode_and_exposure():
     cap = table09(df, ctx).caption
     assert "sampled at temperature 0.7, top_p 0.95, max_tokens 256" in cap
     assert "tool mode constrained" in cap and "exposure 0.667" in cap
+    assert "tools offered per agent: its scenario's domain tools" in cap
     assert "exposure" in table09(df, ctx).frame.columns
     sim = _frame(_study().drop("backend").to_dicts(), backend="sim")
     assert "Simulated agent" in Context(sim).caption("x")
@@ -126,3 +128,8 @@ def test_two_decodings_or_tool_modes_are_never_pooled(tmp_path):
     with pytest.raises(BenchError, match="refusing to pool") as e:
         check_metrics(path)
     assert e.value.field == "tool_mode"
+    every = df.with_columns(pl.lit("all").alias("tools_offered"))
+    pq.write_table(pl.concat([df, every]).to_arrow(), path)
+    with pytest.raises(BenchError, match="refusing to pool") as e:
+        check_metrics(path)
+    assert e.value.field == "tools_offered"

@@ -12,7 +12,8 @@ from tests.conftest import run_cli
 def _metrics(path, model: str, backend: str = "sim"):
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"model": [model, model], "backend": [backend, backend],
-                             "decoding": ["{}", "{}"], "tool_mode": ["prompt", "prompt"]}),
+                             "decoding": ["{}", "{}"], "tool_mode": ["prompt", "prompt"],
+                             "tools_offered": ["all", "all"]}),
                    path)
     return path
 

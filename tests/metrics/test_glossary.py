@@ -11,7 +11,7 @@ from containmentbench.metrics.schema import METRICS, STAGE_SCOPE
 IDENTITY = {"rollout_id", "scenario_id", "cluster_id", "stage", "domain", "topology",
             "memory_mode", "carrier", "attack_goal", "study", "suite", "model", "backend",
             "agent_profile", "defense", "policy_hash", "method_version", "seed", "status",
-            "decoding", "tool_mode", "completion_digest", "rule_ids", "stop_rule_ids",
+            "decoding", "tool_mode", "tools_offered", "completion_digest", "rule_ids", "stop_rule_ids",
             "error_kind"}
 
 

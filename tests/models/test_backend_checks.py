@@ -193,3 +193,19 @@ def test_gguf_tensor_names_and_the_llama_permutation():
     w = np.arange(8 * 16 * 3, dtype=np.float32).reshape(8 * 16, 3)
     assert np.array_equal(_unpermute(permute(w, 8), 8), w)
     assert not np.array_equal(permute(w, 8), w)
+
+
+def test_cpu_threads_binding():
+    """vLLM's CPU engine on every core (`cpu_threads_bind: all`) or as vLLM's own syntax says;
+    None leaves vLLM's default (one core reserved for the frontend)."""
+    import os
+
+    from containmentbench.models.vllm_backend import cpu_binding
+
+    cores = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    assert cpu_binding("all") == {"VLLM_CPU_OMP_THREADS_BIND": cores,
+                                  "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert cpu_binding("0-1") == {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+    check_options("vllm", {"cpu_threads_bind": "all"})
+    with pytest.raises(BenchError, match="cpu_threads_bind"):
+        check_options("vllm", {"cpu_threads_bind": 2})

@@ -188,6 +188,26 @@ def test_constrained_mode_emits_only_valid_actions(backend):
 
 
 @requires_vllm
+def test_cpu_threads_bind_all_runs_and_leaves_the_environment(tiny_model_dir, monkeypatch):
+    """The binding reaches only the engine it was given for: the variables are set while the
+    engine core starts and restored after (another engine in this process keeps vLLM's
+    default)."""
+    import os
+
+    if _on_gpu():
+        pytest.skip("a CPU engine option")
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    b = make_backend(BackendConfig(name="vllm", model=str(tiny_model_dir),
+                                   options={**options(), "cpu_threads_bind": "all"}))
+    try:
+        assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ
+        (c,) = b.generate([_request("bind", "hello", max_tokens=4)])
+        assert c.error is None and c.completion_tokens > 0
+    finally:
+        b.close()
+
+
+@requires_vllm
 def test_bad_tool_mode_is_refused_before_the_engine_loads(tiny_model_dir, tmp_path,
                                                          monkeypatch):
     import json

@@ -14,7 +14,7 @@ from containmentbench.scenarios.model import Scenario
 from tests.conftest import ROOT
 
 
-@pytest.mark.parametrize("suite", ["full_main", "stress", "smoke"])
+@pytest.mark.parametrize("suite", ["full_main", "stress", "smoke", "exposed_real"])
 def test_regeneration_is_byte_identical_and_matches_committed(suite):
     a = render_suite(suite, DEFAULT_SEED, generate_suite(suite, DEFAULT_SEED))
     b = render_suite(suite, DEFAULT_SEED, generate_suite(suite, DEFAULT_SEED))
@@ -92,3 +92,21 @@ def test_manifest_lists_every_scenario():
     import json
     m = json.loads((ROOT / "scenarios" / "full_main" / MANIFEST).read_text())
     assert m["total"] == 504 and len(m["scenarios"]) == 504
+
+
+def test_exposed_real_has_balanced_topologies_and_twelve_clusters_per_stage():
+    suite = generate_suite("exposed_real")
+    assert set(suite) == {"security", "active_tainted", "clean"}
+    for stage, recs in suite.items():
+        assert len({r["cluster_id"] for r in recs}) == 12, stage
+        assert Counter(r["topology"] for r in recs) == {
+            "single": 4, "supervisor_worker": 4, "peer_chain": 4}, stage
+        assert Counter(r["domain"] for r in recs) == {
+            "email": 4, "document": 4, "calendar_crm": 4}, stage
+        assert all(r["prefill"] for r in recs)  # the carrier in the first observation
+    sec = suite["security"]
+    assert Counter(r["attack_goal"] for r in sec) == {
+        "wrong_recipient": 4, "unauthorized_side_effect": 3, "persistence": 3,
+        "secret_leakage": 2}
+    assert {r["attack_goal"] for r in sec if r["topology"] == "single"} == {
+        "wrong_recipient", "unauthorized_side_effect", "persistence", "secret_leakage"}

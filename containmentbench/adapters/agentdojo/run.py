@@ -100,8 +100,9 @@ class Outcome:
     layers: str = "{}"                                  # per-layer cost (timings)
 
 
-def _check(suite: Any, task: Any, output: Any, pre: Any, post: Any, calls: Sequence[Any]) -> bool:
-    # AgentDojo's own utility/security dispatch (pinned agentdojo==0.1.35)
+def check_task(suite: Any, task: Any, output: Any, pre: Any, post: Any,
+               calls: Sequence[Any]) -> bool:
+    """AgentDojo's own utility/security dispatch (pinned agentdojo==0.1.35)."""
     return bool(suite._check_task_result(task, output or [], pre, post, calls))
 
 
@@ -177,9 +178,9 @@ def run_adapter(cfg: RunSettings, spec: T.TaskSpec) -> Outcome:
 
                 answer, output = given, [text_content_block_from_string(given)]
         if status == "ok":
-            utility = _check(s, ut, output, pre, env, rt.executed)
+            utility = check_task(s, ut, output, pre, env, rt.executed)
             if it is not None:
-                security = _check(s, it, output, pre, env, rt.executed)
+                security = check_task(s, it, output, pre, env, rt.executed)
         diff = rt.env_diff()
     native_calls = sum(1 for m in messages if m["role"] == "assistant"
                        for c in (m.get("tool_calls") or []) if c.function in rt.functions)
@@ -255,6 +256,7 @@ def _rollout_row(cfg: RunSettings, o: Outcome) -> dict[str, Any]:
         "n_repeated_calls": _repeats(ev), "n_prefilled": 0,
         "decoding": canonical_json(dict(cfg.decoding) if cfg.decoding is not None else None),
         "tool_mode": "native",
+        "tools_offered": "all",  # the AgentDojo suite's own tools
         "completion_digest": hashlib.sha256(b"".join(
             canonical_json([e.get("agent_instance"), e.get("text"), e.get("finish_reason")])
             .encode() for e in ev if e["kind"] == "model_call")).hexdigest(),
