@@ -34,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_freeze(args: argparse.Namespace) -> int:
     from containmentbench.cli.guards import check_run_inputs
     from containmentbench.freeze.manifest import freeze
+    from containmentbench.integrity import writer
+
     check_run_inputs(args.study)
+    writer.lock_study(args.study)  # no verb writes into the study while it is hashed
     m = freeze(args.study, new_identity=args.new_identity, key=args.key)
     print(f"wrote {args.study}/MANIFEST.json (freeze {m['freeze']}, study {m['study_id']}"
           f"{', keyed' if 'auth' in m else ''}): {len(m['files'])} files hashed, "

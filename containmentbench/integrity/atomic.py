@@ -328,3 +328,99 @@ def retire_heads(root: Path) -> list[Path]:
             out.append(target)
     return out
 
+
+# ------------------------------------------------------------------ the study lock
+#: set by a workflow run that holds its studies' locks: its jobs write under that lock
+ENV_PIPELINE = "CONTAINMENTBENCH_PIPELINE_LOCK"
+_locks: dict[Path, int] = {}
+_roots: dict[Path, Path | None] = {}
+
+
+def study_root(path: Path) -> Path | None:
+    """The study folder a write at ``path`` goes into (its folder resolved): the nearest
+    frozen study, or the nearest run folder of the pipeline (record kind ``run`` or
+    ``cross-model``); None: no study."""
+    from containmentbench.integrity.safeopen import resolved
+
+    p = resolved(path)
+    parent = p.parent
+    if parent in _roots:
+        return _roots[parent]
+    found = None
+    for d in [p, *p.parents][:8]:
+        if frozen.manifest_of(d) is not None:
+            found = d
+            break
+        try:
+            rec = read_record(d) if d.is_dir() else None
+        except BenchError:
+            rec = None
+        if rec is not None and rec["kind"] in ("run", "cross-model"):
+            found = d
+            break
+    _roots[parent] = found
+    return found
+
+
+def lock_study(root: Path, token: str | None = None) -> None:
+    """Hold the study's lock (exclusive, never waiting) until :func:`release_locks` or the
+    end of the process. A job of the workflow run that holds it (the same ``token`` in its
+    environment) writes under that run's lock; anyone else is refused, one line. The lock
+    file lies in the user's state folder (``locks/<folder digest>.lock``), not in the study:
+    a refused command leaves every byte of the study as it was."""
+    import errno
+    import fcntl
+    import stat
+    import sys
+
+    from containmentbench.integrity import heads
+
+    root = Path(os.path.realpath(root))
+    if root in _locks:
+        return
+    path = ensure_dir(heads.state_dir() / "locks", "locks") / f"{heads.folder_digest(root)}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"({exc.strerror})"
+        raise BenchError(f"the lock file of the study {root} cannot be opened {why}; nothing "
+                         f"was changed", file=str(path)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BenchError(f"the lock file of the study {root} is not a regular file; nothing "
+                         f"was changed", file=str(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
+        os.close(fd)
+        mine = os.environ.get(ENV_PIPELINE)
+        if mine and holder and holder[0] == mine:
+            _locks[root] = -1  # a job of the run that holds the lock
+            return
+        who = " ".join(holder[1:3]) if len(holder) > 1 else "another process"
+        raise BenchError(f"another command or workflow run is writing into this study "
+                         f"({who}); nothing was changed: run this again when it has finished",
+                         file=str(root), field="out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{token or 'command'} pid={os.getpid()} "
+                  f"{os.path.basename(sys.argv[0] or 'python')} {root}\n".encode(), 0)
+    _locks[root] = fd
+
+
+def lock_for(path: Path) -> None:
+    """Take the lock of the study a write at ``path`` goes into (none: no study)."""
+    root = study_root(path)
+    if root is not None:
+        lock_study(root)
+
+
+def release_locks() -> None:
+    """Let go of every study lock this process holds (the end of a command)."""
+    for fd in _locks.values():
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _locks.clear()
+    _roots.clear()

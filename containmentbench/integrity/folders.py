@@ -26,6 +26,7 @@ from containmentbench.integrity.atomic import (
     Journal,
     ensure_dir,
     fsync_dir,
+    lock_for,
     move_to_replaced,
     open_journal,
     raw_write,
@@ -49,6 +50,7 @@ def check_out(out: Path, kind: str, force: bool = False, accept: tuple[str, ...]
     in ``accept``); otherwise a one-line error. Called before any work."""
     out = Path(out)
     force = force or FORCED.get()
+    lock_for(out)  # the study it goes into, before any check or work
     if not out.exists() and not out.is_symlink():
         frozen.guard(out, force)
         return "new"

@@ -88,6 +88,7 @@ def check_file(path: Path, kind: str, force: bool = False) -> str:
     error. Called by every verb before any work, so a refusal writes nothing."""
     path = Path(path)
     force = force or atomic.FORCED.get()
+    atomic.lock_for(path)  # the study it goes into, before any check or work
     if path.exists() or path.is_symlink():
         if path.is_symlink() or not path.is_file():
             raise BenchError("exists and is not a regular file; refusing to replace it",
@@ -275,6 +276,20 @@ def replace_in_study(path: Path, *, kind: str) -> None:
     cover = frozen.covering(path)
     if cover is not None:
         atomic.journal(cover, path, kind, frozen.digest(path), None)
+
+
+#: set by a workflow run that holds its studies' locks: its jobs write under that lock
+ENV_PIPELINE = atomic.ENV_PIPELINE
+
+
+def lock_study(root: Path, token: str | None = None) -> None:
+    """Hold the lock of the study folder ``root`` for the rest of the command (every verb
+    that writes into a study takes it; a workflow run holds it for its jobs, ``token``)."""
+    atomic.lock_study(root, token)
+
+
+def release_locks() -> None:
+    atomic.release_locks()
 
 
 def write_head(root: Path, rec: dict[str, Any], manifest: bytes | None) -> Path:

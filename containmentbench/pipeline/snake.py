@@ -161,15 +161,10 @@ class Study:
         ``--touch`` only marks outputs current: it changes no file here."""
         if not self.main_process or touch:
             return
-        from containmentbench.pipeline.legacy import adopt_run
-
         self._set_aside_backups()
-        if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
-            writer.ensure_dir(self.dir / "cross_model", "cross-model")
+        self._lock()
         for data in self.runs:
             slug = model_slug(data)
-            adopt_run(run_dir(data), data)  # a run folder written before ownership records
-            writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
             # force: the workflow's own run; in a frozen study the change is journalled
             save_resolved(data, run_dir(data) / "config.yaml", force=True)
             if self.adaptive:
@@ -179,6 +174,31 @@ class Study:
                       [s for s in self.shards if s.model == slug])
             if slug in self.checks:
                 apply(data, self.checks[slug])
+
+    def _lock(self) -> None:
+        """Hold every run folder's study lock for the whole run (``integrity/atomic.py``):
+        a command writing into one of them meanwhile is refused, and a run started while
+        such a command writes stops here, one line, before any job. The jobs write under
+        this run's lock (its token in their environment)."""
+        import os
+        import secrets
+
+        from containmentbench.pipeline.legacy import adopt_run
+
+        token = secrets.token_hex(8)
+        folders = []
+        if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
+            folders.append(writer.ensure_dir(self.dir / "cross_model", "cross-model"))
+        for data in self.runs:
+            adopt_run(run_dir(data), data)  # a run folder written before ownership records
+            folders.append(writer.ensure_dir(run_dir(data), "run"))  # analyze --out takes it
+        try:
+            for d in folders:
+                writer.lock_study(d, token)
+        except BenchError as exc:
+            print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
+            raise SystemExit(2) from None
+        os.environ[writer.ENV_PIPELINE] = token
 
     def _set_aside_backups(self) -> None:
         """Copies Snakemake made of this study's ``update`` outputs (``.snakemake/backups/``)
