@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
 from containmentbench.freeze.sealing import key_study, seal
-from containmentbench.integrity import frozen, heads, reading
+from containmentbench.integrity import frozen, heads, reading, safeopen
 from containmentbench.integrity.frozen import COVERED_DIRS, COVERED_FILES
 from containmentbench.integrity.inputs import read_json
 from containmentbench.integrity.keys import load_key
@@ -53,6 +53,8 @@ RUN_SCHEMA = "containmentbench-manifest/2"
 CROSS_SCHEMA = "containmentbench-cross-model-manifest/2"
 _RUN_SCHEMAS = ("containmentbench-manifest/1", RUN_SCHEMA)
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
+#: the largest study file reproduce compares
+LIMIT = 4 << 30
 
 
 def _rel_files(root: Path, sub: str) -> list[Path]:
@@ -285,7 +287,7 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
     info_path = study / "analysis.json"
     if not info_path.exists():
         raise BenchError("no analysis.json (run analyze first)", file=str(study))
-    info = json.loads(info_path.read_text())
+    info = read_json(info_path, "analysis.json", follow=False)
     compared, differ = [], []
     from containmentbench.integrity import writer
 
@@ -326,8 +328,7 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                         scratch / "tables")
         wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
         # the analysis's own wall-clock tables (the defenses' hook time, from the traces)
-        wall_clock |= set(json.loads((study / "analysis.json").read_text()).get(
-            "wall_clock", [])) if (study / "analysis.json").exists() else set()
+        wall_clock |= set(info.get("wall_clock", []))
         for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
@@ -336,7 +337,8 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                     continue  # images: through their source tables; wall-clock times
                 compared.append(rel)
                 q = scratch / rel
-                if not q.exists() or q.read_bytes() != p.read_bytes():
+                if not q.exists() or q.read_bytes() != safeopen.read_bytes(
+                        p, limit=LIMIT, what="study file", follow=False):
                     differ.append(rel)
     return {"compared": len(compared), "differ": differ}
 
@@ -351,7 +353,7 @@ def _reaudit(study: Path, scratch: Path) -> set[str]:
     from containmentbench.audit.policy import load_audit_policy, policy_from_mapping
     from containmentbench.audit.study import audit_study
 
-    summary = json.loads(summary_path.read_text())
+    summary = read_json(summary_path, "audit summary", follow=False)
     if summary.get("adapter"):  # its tools come from the adapter: thresholds from the record
         base = load_audit_policy()
         rec = summary["policy"]

@@ -62,14 +62,19 @@ _cache: dict[Path, tuple[tuple[int, int], dict[str, Any] | None, str]] = {}
 
 
 def digest(path: Path) -> str | None:
-    """sha256 of a file's bytes (None: no such file)."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    """sha256 of a file's bytes (None: no such file), read the safe way: a link, a FIFO or
+    a device in a study's place is a one-line error, never followed or waited on."""
+    import os
+
+    if not Path(path).exists() and not Path(path).is_symlink():
         return None
+    h = hashlib.sha256()
+    fd, _ = safeopen.open_regular(path, what="covered file", follow=False)
+    try:
+        while block := os.read(fd, 1 << 20):
+            h.update(block)
+    finally:
+        os.close(fd)
     return h.hexdigest()
 
 

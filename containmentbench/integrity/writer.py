@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from containmentbench.errors import BenchError
-from containmentbench.integrity import atomic, frozen
+from containmentbench.integrity import atomic, frozen, safeopen
 from containmentbench.integrity.atomic import (  # noqa: F401  (re-exported: the writer's API)
     adopt_legacy,
     ensure_dir,
@@ -116,7 +116,8 @@ def write_bytes(path: Path, data: bytes, *, kind: str, force: bool = False,
     path = Path(path)
     force = force or atomic.FORCED.get()
     state = check_file(path, kind, force)
-    if state == "own" and path.stat().st_size == len(data) and path.read_bytes() == data:
+    if state == "own" and path.stat().st_size == len(data) and safeopen.read_bytes(
+            path, limit=len(data), what="output", follow=False) == data:
         atomic.record_file(path, kind)
         return "identical to the existing output; kept it"
     if state == "own" and once and not force:

@@ -186,3 +186,60 @@ def test_a_job_of_the_run_holding_the_lock_writes_under_it(frozen_study, tmp_pat
         holder.kill()
         holder.wait()
         writer.release_locks()
+
+
+# ------------------------------------------------------------------ one way to open
+PKG = Path(__file__).resolve().parents[2] / "containmentbench"
+#: the modules that read study files, records, journals, manifests and hostile inputs
+SCOPE = [*sorted((PKG / "integrity").glob("*.py")), *sorted((PKG / "freeze").glob("*.py")),
+         PKG / "results.py", PKG / "report" / "serve.py", PKG / "cim" / "otel.py",
+         PKG / "cim" / "otlp_shape.py", PKG / "gateway" / "tokens.py",
+         PKG / "cli" / "cim_deploy_cmd.py", PKG / "cli" / "verify_cmd.py",
+         PKG / "cli" / "freeze_cmd.py", PKG / "cli" / "guards.py"]
+#: reads of bytes this process has just written itself (a temporary, the scratch folder)
+OWN = {("integrity/folders.py", "open"), ("freeze/manifest.py", "read_bytes")}
+
+
+def _reads(tree) -> list[tuple[int, str]]:
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "open":
+            mode = node.args[1].value if len(node.args) > 1 and isinstance(
+                node.args[1], ast.Constant) else "r"
+            if not set(str(mode)) & set("wax+"):
+                out.append((node.lineno, "open"))
+        elif isinstance(f, ast.Attribute) and f.attr in ("read_text", "read_bytes") and not (
+                isinstance(f.value, ast.Name) and f.value.id == "safeopen"):
+            out.append((node.lineno, f.attr))
+        elif isinstance(f, ast.Attribute) and f.attr == "load" and isinstance(
+                f.value, ast.Name) and f.value.id in ("json", "yaml") and not (
+                node.args and isinstance(node.args[0], ast.Call)):  # a handle, not text
+            out.append((node.lineno, f"{f.value.id}.load"))
+    return out
+
+
+def test_every_read_in_scope_goes_through_the_safe_open():
+    import ast
+
+    offenders = []
+    for path in SCOPE:
+        rel = path.relative_to(PKG).as_posix()
+        if rel == "integrity/safeopen.py":
+            continue
+        for line, what in _reads(ast.parse(path.read_text(encoding="utf-8"))):
+            if (rel, what) not in OWN:
+                offenders.append(f"containmentbench/{rel}:{line}: {what}")
+    assert not offenders, "reads around integrity/safeopen.py:\n" + "\n".join(offenders)
+
+
+def test_the_scan_catches_a_plain_read():
+    import ast
+
+    tree = ast.parse("import json\nx = p.read_text()\ny = open(p)\nz = json.load(fh)\n"
+                     "w = open(p, 'wb')\nv = safeopen.read_bytes(p, limit=1)\n")
+    assert [w for _, w in _reads(tree)] == ["read_text", "open", "json.load"]
