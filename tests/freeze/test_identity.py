@@ -317,3 +317,51 @@ def test_verbs_reading_a_frozen_cache_check_the_mac(base, keyed, capsys):
     rc = run_cli("analyze", s / "metrics" / "rollout_metrics.parquet", "--resamples", 50,
                  "--bootstrap", boot, "--out", s, "--force")
     assert rc == 2 and "authentication failed" in _err(capsys)
+
+
+# ------------------------------------------------------------------ item 8: keying a study
+
+def test_freeze_key_keys_a_study_frozen_without_one(base, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CONTAINMENTBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("CONTAINMENTBENCH_KEY", raising=False)
+    s = tmp_path / "study"
+    shutil.copytree(base, s)
+    assert run_cli("freeze", s) == 0
+    capsys.readouterr()
+    assert run_cli("freeze", s, "--key") == 2   # no key set: what to do, in one line
+    err = _err(capsys).strip().splitlines()
+    assert len(err) == 1 and "set CONTAINMENTBENCH_KEY_FILE" in err[0]
+    assert run_cli("verify", s) == 0
+    assert "freeze DIR --key keys a study" in _err(capsys)
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    monkeypatch.setenv("CONTAINMENTBENCH_KEY_FILE", str(key))
+    assert run_cli("freeze", s) == 1   # a keyed freeze of an unkeyed study: says how
+    assert "containmentbench freeze <run directory> --key keys the study" in _err(capsys)
+    _edit_table(s)
+    assert run_cli("freeze", s, "--key") == 1   # the study must still match its manifest
+    assert "changed since the last freeze" in _err(capsys)
+    assert not isinstance(_manifest(s).get("auth"), dict)
+    # with the key set, an unkeyed study is refused by every reader (as verify refuses it),
+    # naming the command that keys it; rebuilt without the key, put right on its journal
+    assert run_cli("analyze", s / "metrics" / "rollout_metrics.parquet", "--out", s,
+                   "--resamples", 100, "--force") == 2
+    assert "freeze <run directory> --key keys the study" in _err(capsys)
+    monkeypatch.delenv("CONTAINMENTBENCH_KEY_FILE")
+    _rebuild(s, 100)
+    monkeypatch.setenv("CONTAINMENTBENCH_KEY_FILE", str(key))
+    sid = _manifest(s)["study_id"]
+    assert run_cli("freeze", s, "--key") == 0
+    m = _manifest(s)
+    assert m["freeze"] == 2 and m["study_id"] == sid and len(m["auth"]["mac"]) == 64
+    keyed_line = json.loads(_journal(s)[-1])
+    assert keyed_line["kind"] == "key" and keyed_line["path"] == "MANIFEST.json"
+    assert len(keyed_line["mac"]) == 64
+    assert list((tmp_path / "state" / "heads").glob(f"{sid}-*.json"))
+    assert run_cli("verify", s) == 0
+    assert run_cli("freeze", s, "--key") == 2
+    assert "keyed already" in _err(capsys)
+    monkeypatch.delenv("CONTAINMENTBENCH_KEY_FILE")
+    capsys.readouterr()
+    assert run_cli("verify", s) == 0
+    assert f"is keyed (key id {m['auth']['key_id']}) but no key is set" in _err(capsys)
