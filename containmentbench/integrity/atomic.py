@@ -403,9 +403,12 @@ def lock_study(root: Path, token: str | None = None) -> None:
         raise BenchError(f"another command or workflow run is writing into this study "
                          f"({who}); nothing was changed: run this again when it has finished",
                          file=str(root), field="out") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{token or 'command'} pid={os.getpid()} "
-                  f"{os.path.basename(sys.argv[0] or 'python')} {root}\n".encode(), 0)
+    if token is not None or not os.environ.get(ENV_PIPELINE):
+        # (a job of a workflow run that got the lock, on a file system whose locks its run
+        # does not see, leaves the run's line alone)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{token or 'command'} pid={os.getpid()} "
+                      f"{os.path.basename(sys.argv[0] or 'python')} {root}\n".encode(), 0)
     _locks[root] = fd
 
 

@@ -161,6 +161,13 @@ class Study:
         ``--touch`` only marks outputs current: it changes no file here."""
         if not self.main_process or touch:
             return
+        try:
+            self._start()
+        except BenchError as exc:  # a study that refuses (a broken journal, a lock held)
+            print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    def _start(self) -> None:
         self._set_aside_backups()
         self._lock()
         for data in self.runs:
@@ -192,12 +199,8 @@ class Study:
         for data in self.runs:
             adopt_run(run_dir(data), data)  # a run folder written before ownership records
             folders.append(writer.ensure_dir(run_dir(data), "run"))  # analyze --out takes it
-        try:
-            for d in folders:
-                writer.lock_study(d, token)
-        except BenchError as exc:
-            print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
-            raise SystemExit(2) from None
+        for d in folders:
+            writer.lock_study(d, token)
         os.environ[writer.ENV_PIPELINE] = token
 
     def _set_aside_backups(self) -> None:

@@ -234,3 +234,38 @@ def test_every_covered_output_of_every_rule_is_kept_from_snakemake():
         with pytest.raises(SystemExit) as exc:
             s.kept_outputs([ok, bare])
         assert exc.value.code == 2, path
+
+
+def test_deleting_both_manifests_of_a_keyed_study_then_a_rerun(finished_smoke, tmp_path,
+                                                               monkeypatch):
+    """Removing MANIFEST.json and .frozen-manifest.json and rerunning signed a hand-edited
+    table as freeze 1 (verify --expect-freeze 1 passed). The study is keyed with
+    ``freeze --key``; after the deletion the rerun refuses the edit, the counter and the
+    identity continue, and once the table is put back the next run signs freeze n+1."""
+    monkeypatch.setenv("CONTAINMENTBENCH_KEY", "a-key-for-the-deletion-test-0123456789")
+    monkeypatch.setenv("CONTAINMENTBENCH_STATE_DIR", str(tmp_path / "state"))
+    base = copy_finished_smoke(finished_smoke, tmp_path / "keyed")
+    study = base / "results" / "smoke" / "sim-default"
+    assert main(["freeze", str(study), "--key"]) == 0
+    rc, out = _run(base)   # the absolute results_dir of this module's runs, settled
+    assert rc == 0, out[-3000:]
+    m = json.loads((study / "MANIFEST.json").read_text())
+    n, sid = m["freeze"], m["study_id"]
+    assert m["auth"]["alg"] == "hmac-sha256" and n >= 2
+    table = study / "tables" / "table09_security_positive_control.csv"
+    original = table.read_bytes()
+    (study / "MANIFEST.json").unlink()
+    (study / ".frozen-manifest.json").unlink()
+    table.write_bytes(original.replace(b"0.", b"1.", 1))
+    rc, out = _run(base)
+    assert rc != 0
+    log = (study / "logs" / "freeze.log").read_text()
+    assert "continues from this machine's record" in log and "table09" in log
+    assert not (study / "MANIFEST.json").exists()
+    assert main(["verify", str(study), "--expect-freeze", "1"]) == 1
+    table.write_bytes(original)
+    rc, out = _run(base)
+    assert rc == 0, out[-3000:]
+    m = json.loads((study / "MANIFEST.json").read_text())
+    assert m["freeze"] == n + 1 and m["study_id"] == sid
+    assert main(["verify", str(study), "--expect-freeze", str(n + 1)]) == 0
