@@ -13,8 +13,8 @@ so lines cannot be cut out, reordered or moved between studies. ``freeze`` re-fr
 bytes it can account for: every covered file whose hash differs from the old manifest must
 be the latest output of a verb on that chain since the manifest (:func:`unaccounted`); an
 edited table, an edited ``analysis/bootstrap.json`` or a file dropped into ``audit/`` is
-refused. Verbs that read an intermediate cache of a frozen study call :func:`trusted`
-first, so an edited cache never reaches a table.
+refused. Verbs that read an intermediate cache of a frozen study call
+``integrity/reading.trusted`` first, so an edited cache never reaches a table.
 
 Every path is resolved (its folder's symbolic links) before it is compared with a study
 folder, and the study's own files (manifest, its copy, the journal) are read through
@@ -139,9 +139,6 @@ def rel(root: Path, path: Path) -> str:
     return safeopen.resolved(path).relative_to(root).as_posix()
 
 
-_rel = rel
-
-
 def is_covered_rel(rel: str, files: dict[str, Any] | None = None) -> bool:
     parts = rel.split("/")
     if not rel or rel == "." or any(p.startswith(".") for p in parts):
@@ -156,7 +153,7 @@ def covering(path: Path) -> Path | None:
     root = root_of(path)
     if root is None:
         return None
-    r = _rel(root, path)
+    r = rel(root, path)
     if r == MANIFEST:
         return None  # freeze owns the manifest and checks it itself
     man = manifest_of(root)
@@ -168,7 +165,7 @@ def guard(path: Path, force: bool) -> None:
     root = covering(path)
     if root is not None and not force:
         raise BenchError(f"the study {root} is frozen and its {MANIFEST} covers "
-                         f"'{_rel(root, path)}'; nothing was changed (--force redoes it and "
+                         f"'{rel(root, path)}'; nothing was changed (--force redoes it and "
                          f"keeps the old bytes under .replaced-<n>/; then re-freeze)",
                          file=str(path), field="out")
 
@@ -178,7 +175,7 @@ def listed_under(root: Path, folder: Path) -> dict[str, str]:
     man = manifest_of(root)
     if man is None:
         return {}
-    prefix = _rel(root, folder) + "/"
+    prefix = rel(root, folder) + "/"
     return {r[len(prefix):]: digest for r, digest in man[0]["files"].items()
             if r.startswith(prefix)}
 

@@ -3,7 +3,7 @@
 ``results.load`` never checked the manifest's MAC, even with the key set, so a re-hashed
 forged table loaded; with ``"files": {}``, or with ``MANIFEST.json`` deleted while its copy
 kept the study frozen, it checked nothing. Every reader of a frozen study (``results.load``,
-``report``, ``report --serve``, every verb through ``frozen.trusted``) now asks
+``report``, ``report --serve``, every verb through :func:`trusted`) now asks
 :func:`checked` for the manifest first:
 
 * a study this machine's record (``integrity/heads.py``) or the manifest's copy

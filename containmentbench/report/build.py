@@ -61,7 +61,6 @@ def check_frozen(run: RunDir) -> dict[str, str]:
     """The manifest's files of a frozen study that passes ``verify`` (its MAC with a key;
     a missing manifest of a frozen study, an empty list of files: refused)."""
     from containmentbench.freeze.manifest import verify
-    from containmentbench.integrity import reading
     from containmentbench.integrity.keys import load_key
 
     key = load_key(run.path)
@@ -143,7 +142,7 @@ class Report:
         self.force = False
         self.hashes = None if before_freeze else check_frozen(self.run)
         # before freeze, in a study frozen earlier: every shown file is the frozen one or a
-        # verb's rebuilt output on the study's chain (integrity/frozen.trusted)
+        # verb's rebuilt output on the study's chain (integrity/reading.trusted)
         self.trust = before_freeze and frozen.root_of(self.run.path) is not None
         mp = self.run.path / "metrics" / "rollout_metrics.parquet"
         if not mp.exists():

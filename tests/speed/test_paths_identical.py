@@ -53,7 +53,8 @@ def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
                  "--resamples", "200"]) == 0
     return {"traces": _digest(run / "traces", TRACE_FILES),
             "metrics": _digest(run / "metrics"),
-            "tables": _digest(run / "tables"),
+            "tables": {k: v for k, v in _digest(run / "tables").items()
+                       if not k.startswith("defense_overhead.")},  # wall clock
             "figures": {k: v for k, v in _digest(run / "figures").items()
                         if not k.endswith((".png", ".pdf", ".svg"))}}
 
@@ -71,8 +72,9 @@ def test_multi_shard_job_matches_per_shard_path(tmp_path):
 # ------------------------------------------------------------------ the pipeline's own path
 
 # wall-clock measurements, different in every run by design: the rollout timings, the
-# audit's cost table (paper 001's overhead per unit of work) and the report page showing it
-MEASURED = ("timings.parquet", "audit_overhead.", "report/index.html")
+# audit's cost table (paper 001's overhead per unit of work), the defenses' hook time
+# (analysis.json's wall_clock tables) and the report page showing them
+MEASURED = ("timings.parquet", "audit_overhead.", "defense_overhead.", "report/index.html")
 COMPARED = ("traces", "metrics", "reparse", "analysis", "tables", "figures", "audit", "report")
 
 

@@ -125,7 +125,7 @@ rule adaptive_replay:
         ),
         decision=rules.adaptive_defense_specific.output,
     output:
-        S.path("adaptive", "replay.done"),
+        update(S.path("adaptive", "replay.done")),
     log:
         S.path("logs", "adaptive", "replay.log"),
     params:
