@@ -75,6 +75,11 @@ else:
     include: "workflow/rules/cross_model.smk"
 
 
+# every output a study manifest covers is flagged update(): Snakemake never deletes it, not
+# before a job nor after a failed one (pipeline/snake.py: Study.kept_outputs)
+S.kept_outputs(workflow.rules)
+
+
 rule all:
     default_target: True
     input:

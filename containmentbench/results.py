@@ -16,13 +16,17 @@ are many Parquet files, one set per shard (``traces/<model>/<defense>/seed=<s>/<
 shard-<k>/``, each folder with a ``SHA256SUMS`` sidecar that is not Parquet): ``events`` and
 the others read every shard's file of that name, and ``scan(name)`` gives the lazy frame.
 
-Frozen bytes only: when the study has a ``MANIFEST.json``, a table or the metrics whose sha256
-differs from its entry is refused with a one-line error (``BenchError``);
+Frozen bytes only: the manifest is checked as ``verify`` checks it before anything is read
+(``integrity/reading.py``: with a key its MAC; a frozen study whose ``MANIFEST.json`` is gone
+and a manifest that lists no files are refused), and a table, the metrics or a trace file
+that the manifest does not list with its sha256 is refused, one line (``BenchError``). Files
+are read the safe way (``integrity/safeopen.py``: no link, no FIFO or device).
 ``require_frozen=True`` refuses an unfrozen study too. Nothing here writes.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +37,8 @@ import polars as pl
 from containmentbench.errors import BenchError
 
 TRACE_TABLES = ("rollouts", "events", "edges")
+#: the largest file a study's reader takes (a trace table of one shard, the metrics)
+LIMIT = 4 << 30
 
 
 class Study:
@@ -46,43 +52,57 @@ class Study:
                 f"{', '.join(p.name for p in runs(self.path))})")
             raise BenchError(f"not a run directory: no metrics/rollout_metrics.parquet{hint}",
                              file=str(self.path))
-        man = self.path / "MANIFEST.json"
-        if require_frozen and not man.is_file():
-            raise BenchError("no MANIFEST.json: the study is not frozen", file=str(self.path))
-        self._files: dict[str, str] = json.loads(man.read_text())["files"] \
-            if man.is_file() else {}
+        from containmentbench.integrity import reading
+        from containmentbench.integrity.keys import load_key
 
-    def _checked(self, rel: str) -> Path:
-        """The file ``rel``, whose bytes must be the frozen ones when the study is frozen."""
-        from containmentbench.canonical import sha256_file
+        man = reading.checked(self.path, load_key(self.path), require_manifest=True)
+        if require_frozen and man is None:
+            raise BenchError("no MANIFEST.json: the study is not frozen", file=str(self.path))
+        self.frozen = man is not None
+        self._files: dict[str, str] = man[0]["files"] if man is not None else {}
+
+    def _bytes(self, rel: str) -> bytes:
+        """The bytes of ``rel``, which must be the frozen ones when the study is frozen."""
+        import hashlib
+
+        from containmentbench.integrity import safeopen
 
         p = self.path / rel
         if not p.is_file():
             raise BenchError(f"no {rel} in this study", file=str(self.path))
-        if self._files and self._files.get(rel) != sha256_file(p):
-            raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; refusing it "
-                             f"(containmentbench verify {self.path} names every change)",
-                             file=str(p))
-        return p
+        data = safeopen.read_bytes(p, limit=LIMIT, what=rel, follow=False, within=self.path)
+        if self.frozen and self._files.get(rel) != hashlib.sha256(data).hexdigest():
+            why = "is not listed in" if rel not in self._files else "sha256 differs from"
+            raise BenchError(f"{rel}: {why} MANIFEST.json; refusing it (containmentbench "
+                             f"verify {self.path} names every change)", file=str(p))
+        return data
+
+    def _checked(self, rel: str) -> Path:
+        """The file ``rel`` (for a reader that opens it itself), checked as :meth:`_bytes`."""
+        self._bytes(rel)
+        return self.path / rel
 
     @cached_property
     def results(self) -> pl.DataFrame:
-        return pl.read_parquet(self._checked("tables/results.parquet"))
+        return pl.read_parquet(io.BytesIO(self._bytes("tables/results.parquet")))
 
     @cached_property
     def metrics(self) -> pl.DataFrame:
-        return pl.read_parquet(self._checked("metrics/rollout_metrics.parquet"))
+        return pl.read_parquet(io.BytesIO(self._bytes("metrics/rollout_metrics.parquet")))
 
     @cached_property
     def headline(self) -> dict[str, Any]:
-        return json.loads(self._checked("tables/headline.json").read_text())
+        return json.loads(self._bytes("tables/headline.json"))
 
     def table(self, name: str) -> pl.DataFrame:
         """``tables/<name>.parquet`` (or ``figures/<name>.parquet`` for a figure source)."""
+        from containmentbench.integrity.paths import check_name
+
+        check_name(name, "name")
         rel = f"tables/{name}.parquet"
         if not (self.path / rel).is_file() and (self.path / f"figures/{name}.parquet").is_file():
             rel = f"figures/{name}.parquet"
-        return pl.read_parquet(self._checked(rel))
+        return pl.read_parquet(io.BytesIO(self._bytes(rel)))
 
     def files(self, name: str) -> list[Path]:
         """Every shard's ``<name>.parquet`` (``rollouts``, ``events``, ``edges``, ...)."""

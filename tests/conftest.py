@@ -10,6 +10,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory):
+    """This machine's records of keyed studies (``integrity/heads.py``) go to the session's
+    folder (inherited by every Snakemake and CLI process a test starts), never to the
+    developer's own ``~/.local/state``."""
+    import os
+
+    d = tmp_path_factory.mktemp("state")
+    old = os.environ.get("CONTAINMENTBENCH_STATE_DIR")
+    os.environ["CONTAINMENTBENCH_STATE_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("CONTAINMENTBENCH_STATE_DIR", None)
+    else:
+        os.environ["CONTAINMENTBENCH_STATE_DIR"] = old
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -38,7 +38,7 @@ from containmentbench.analysis.parallel import IntervalPool, pool_for, submit_ma
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
-from containmentbench.integrity import frozen, writer
+from containmentbench.integrity import reading, writer
 from containmentbench.progress import Progress
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
@@ -198,7 +198,7 @@ def read_part(part: str, path: str | Path, metrics: str | Path,
     from containmentbench.integrity.inputs import load_json
 
     path = Path(path)
-    frozen.trusted(path)  # in a frozen study: the frozen or a verb-rebuilt cache, never an edit
+    reading.trusted(path)  # in a frozen study: the frozen or a verb-rebuilt cache, never an edit
     doc = load_json(path, "analysis_part")
     if doc.get("part") != part:
         raise BenchError(f"holds part '{doc.get('part')}', expected '{part}'", file=str(path))

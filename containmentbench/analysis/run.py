@@ -37,7 +37,7 @@ from containmentbench.analysis.seeds import interval_rows
 from containmentbench.analysis.topology import headline_sentences, utility_by_topology
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
-from containmentbench.integrity import frozen, writer
+from containmentbench.integrity import reading, writer
 
 MEAN_METRICS = ("committed_harm", "unauthorized_action", "secret_leakage", "wrong_recipient",
                 "harm_attempt", "taint_to_commit_rate", "blast_radius_norm", "blast_radius_raw",
@@ -70,7 +70,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     t0 = time.perf_counter()
     out = Path(out)
     df = read_frame(metrics_path)
-    frozen.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
+    reading.trusted(Path(metrics_path))  # a frozen study's metrics: the frozen bytes only
     if df.height == 0:
         raise BenchError("metrics table is empty", file=str(metrics_path))
     ctx = tables.Context(df)

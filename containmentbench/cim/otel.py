@@ -50,6 +50,8 @@ INTERNAL, OK, ERROR = 1, 1, 2
 PRIMARY = ("proposal", "delegate")
 EVAL = {f.name for f in EVALUATION}
 MAX_BYTES = 4 << 20
+#: the largest OTLP/JSON file ``cim import`` reads (an export cuts files at MAX_BYTES)
+MAX_IMPORT_BYTES = 256 << 20
 SEVERITY = {"allow": (9, "INFO"), "confirm": (13, "WARN"), "block": (13, "WARN")}
 OPERATION = {"proposal": "execute_tool", "commit": "execute_tool", "approval": "execute_tool",
              "delegate": "invoke_agent", "spawn": "invoke_agent", "message": "invoke_agent"}
@@ -90,8 +92,8 @@ def _unvalue(v: dict[str, Any], where: str) -> Any:
         raise BenchError(f"{where}: attribute value is not an AnyValue object", field=where)
     if "boolValue" in v:
         return v["boolValue"]
-    if "arrayValue" in v:
-        return [x["stringValue"] for x in v["arrayValue"].get("values", [])]
+    if "arrayValue" in v:  # shapes checked first (otlp_shape.py): values are AnyValues
+        return [x.get("stringValue") for x in v["arrayValue"].get("values", [])]
     if "stringValue" in v:
         return v["stringValue"]
     raise BenchError(f"{where}: unsupported attribute value {sorted(v)}", field=where)
@@ -278,9 +280,27 @@ def _hexid(v: str, n: int, where: str, key: str) -> str:
     return v
 
 
+#: the type each attribute CIM reads must have (cim/otlp_shape.py checks them first)
+SPAN_TYPES = {**{key: "strings" if col == "integrity" else "string"
+                 for col, key in ATTRS.items()},
+              "cim.trace.synthetic": "bool", "cim.time_unix_nano": "nanos",
+              "gen_ai.operation.name": "string", "gen_ai.agent.name": "string",
+              "gen_ai.provider.name": "string", "gen_ai.tool.name": "string"}
+EVENT_TYPES = {**{key: "strings" if col == "integrity" else "string"
+                  for col, key in ATTRS.items()},
+               "cim.null": "columns", "cim.labels": "labels"}
+NULLABLE = {f.name for f in CIM_EVENTS if f.nullable and f.name in ATTRS}
+
+
 def from_otlp(docs: Iterable[dict[str, Any]], where: str = "<otlp>") -> pa.Table:
     """CIM rows back from trace export requests written by ``to_otlp`` (evaluation fields
-    set to a covered gateway capture without ground truth)."""
+    set to a covered gateway capture without ground truth). Every request's shapes and
+    types are checked before any row is built (``cim/otlp_shape.py``)."""
+    from containmentbench.cim.otlp_shape import check_request
+
+    docs = list(docs)
+    for doc in docs:
+        check_request(doc, SPAN_TYPES, EVENT_TYPES, NULLABLE)
     cols: dict[str, list[Any]] = {f.name: [] for f in CIM_EVENTS}
     for di, doc in enumerate(docs):
         for ri, rs in enumerate(_need(doc, "resourceSpans", f"{where}[{di}]", list)):
@@ -290,15 +310,19 @@ def from_otlp(docs: Iterable[dict[str, Any]], where: str = "<otlp>") -> pa.Table
                     for row in _span_rows(sp, f"{w}.scopeSpans[{si}].spans[{pi}]"):
                         for f in CIM_EVENTS:
                             cols[f.name].append(row.get(f.name))
-    return conform(cols)
+    try:
+        return conform(cols)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+        raise BenchError(f"the spans do not make CIM rows ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:160]})", field="resourceSpans") from None
 
 
 def _span_rows(sp: dict[str, Any], w: str) -> list[dict[str, Any]]:
+    from containmentbench.cim.otlp_shape import nanos
+
     trace = _hexid(_need(sp, "traceId", w), 32, w, "traceId")
     span = _hexid(_need(sp, "spanId", w), 16, w, "spanId")
-    start = _need(sp, "startTimeUnixNano", w)
-    if not start.isdigit() or not _need(sp, "endTimeUnixNano", w).isdigit():
-        raise BenchError(f"{w}: span times must be decimal nanoseconds", field="startTimeUnixNano")
+    start = nanos(sp["startTimeUnixNano"], f"{w}.startTimeUnixNano")
     attrs = {a["key"]: _unvalue(a.get("value"), f"{w}.{a.get('key')}")
              for a in _need(sp, "attributes", w, list)}
     for key in REQUIRED_ATTRS:
@@ -321,7 +345,7 @@ def _span_rows(sp: dict[str, Any], w: str) -> list[dict[str, Any]]:
         ea = {a["key"]: _unvalue(a.get("value"), f"{we}.{a.get('key')}")
               for a in _need(ev, "attributes", we, list)}
         row = dict(base)
-        row["time"] = int(_need(ev, "timeUnixNano", we)) // 1000
+        row["time"] = nanos(ev["timeUnixNano"], f"{we}.timeUnixNano") // 1000
         for key, v in ea.items():
             if key in _BY_KEY:
                 row[_BY_KEY[key]] = v
@@ -395,20 +419,27 @@ def read_otlp(folder: Any) -> pa.Table:
     and the field of anything malformed)."""
     from pathlib import Path
 
+    from containmentbench.integrity import safeopen
+
     files = sorted(Path(folder).glob("traces-*.json"))
     if not files:
         raise BenchError("no traces-*.json files (an OTLP folder from `cim export`)",
                          file=str(folder))
     docs = []
     for f in files:
+        # the one safe open: a FIFO, a device, a socket or a file over the cap is refused
+        text = safeopen.read_text(f, limit=MAX_IMPORT_BYTES, what="OTLP file")
         try:
-            docs.append((f, json.loads(f.read_text(encoding="utf-8"))))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise BenchError(f"not OTLP/JSON ({type(exc).__name__})", file=str(f)) from None
+            docs.append((f, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"not OTLP/JSON ({exc.msg})", file=str(f), line=exc.lineno) \
+                from None
+        except RecursionError:
+            raise BenchError("not OTLP/JSON (nested too deeply)", file=str(f)) from None
     tables = []
     for f, doc in docs:
         try:
             tables.append(from_otlp([doc], f.name))
         except BenchError as exc:
-            raise BenchError(str(exc), file=str(f), field=exc.field) from None
+            raise BenchError(exc.detail, file=str(f), field=exc.field) from None
     return pa.concat_tables(tables)

@@ -83,7 +83,7 @@ def check_analyze_out(metrics: Path, out: Path, force: bool = False) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from containmentbench.analysis.run import analyze
-    from containmentbench.integrity import frozen, writer
+    from containmentbench.integrity import reading, writer
 
     cfg = analysis_config(args)
     check_analyze_out(args.metrics, args.out, args.force)
@@ -95,7 +95,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     summary = None
     if args.reparse is not None:
         summary = load_json(args.reparse, "reparse_summary")  # its shape, then its bytes
-        frozen.trusted(args.reparse)
+        reading.trusted(args.reparse)
     with writer.forcing(args.force):
         info = analyze(args.metrics, args.out, cfg, summary, args.sensitivity, args.bootstrap)
     label = " [simulated agent: harness validation, not a model result]" \

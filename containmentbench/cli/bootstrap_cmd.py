@@ -23,13 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from containmentbench.analysis.parts import bootstrap_part, read_frame, write_part
     from containmentbench.analysis.tables import Context
-    from containmentbench.integrity import frozen, writer
+    from containmentbench.integrity import reading, writer
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
     writer.check_file(args.out, "bootstrap", args.force)  # before any work
     df = read_frame(args.metrics)
-    frozen.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
+    reading.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
     part = bootstrap_part(df, cfg, Context(df).defenses)
     with writer.forcing(args.force):
         write_part("bootstrap", part, args.metrics, cfg, args.out)

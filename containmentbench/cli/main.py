@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     finally:  # a caller in the same process (tests, notebooks) keeps its pandas
+        atomic = sys.modules.get("containmentbench.integrity.atomic")
+        if atomic is not None:  # the study locks this command took
+            atomic.release_locks()
         gc.set_threshold(*thresholds)
         if blocked:
             unblock_pandas()

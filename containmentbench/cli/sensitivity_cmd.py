@@ -22,13 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
     from containmentbench.analysis.parts import read_frame, sensitivity_part, write_part
-    from containmentbench.integrity import frozen, writer
+    from containmentbench.integrity import reading, writer
 
     t0 = time.perf_counter()
     cfg = analysis_config(args)
     writer.check_file(args.out, "sensitivity", args.force)  # before any work
     df = read_frame(args.metrics)
-    frozen.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
+    reading.trusted(args.metrics)  # a frozen study's metrics: the frozen bytes only
     with writer.forcing(args.force):
         write_part("sensitivity", sensitivity_part(df, cfg), args.metrics, cfg, args.out)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)

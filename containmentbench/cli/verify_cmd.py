@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,18 +41,30 @@ def _verify_one(args: argparse.Namespace) -> int:
     key = load_key(args.study)
     problems = verify(args.study, key, args.expect_freeze)
     if key is None:
-        print(f"verify: {NO_KEY_NOTE}", file=sys.stderr)
+        print(f"verify: {_keyed_note(args.study) or NO_KEY_NOTE}", file=sys.stderr)
     for p in problems:
         print(f"MISMATCH {p}", file=sys.stderr)
     if problems:
         print(f"verify: {len(problems)} mismatch(es) in {args.study}", file=sys.stderr)
         return 1
-    import json
+    from containmentbench.integrity import frozen
 
-    try:
-        n = json.loads((args.study / "MANIFEST.json").read_text()).get("freeze")
-    except (OSError, ValueError, AttributeError):
-        n = None
+    man = frozen.manifest_of(args.study)
+    n = man[0].get("freeze") if man is not None else None
     print(f"verify: {args.study} matches its MANIFEST.json"
           + (f" (freeze {n})" if n is not None else ""), file=sys.stderr)
     return 0
+
+
+def _keyed_note(study: Path) -> str | None:
+    """A keyed manifest read without the key: which key it needs, and how to give it."""
+    from containmentbench.integrity import frozen
+    from containmentbench.integrity.keys import ENV_KEY_FILE
+
+    man = frozen.manifest_of(study)
+    auth = man[0].get("auth") if man is not None else None
+    if not isinstance(auth, dict):
+        return None
+    return (f"{frozen.MANIFEST} is keyed (key id {auth.get('key_id')}) but no key is set: "
+            f"only its hashes were checked, so only accidental corruption is detected; set "
+            f"{ENV_KEY_FILE} to the file holding that key to check its MAC")

@@ -25,6 +25,7 @@ from typing import Any
 from containmentbench.canonical import sha256_json
 from containmentbench.defense.api import DefenseError
 from containmentbench.defense.registry import Registered, resolve, split_stack
+from containmentbench.integrity.safeopen import read_bytes
 from containmentbench.sources import closure, digest
 
 _TOP = re.compile(rb"^[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)", re.M)
@@ -57,7 +58,8 @@ def _folder_closure(path: Path) -> dict[str, bytes]:
         rel = f.relative_to(folder).as_posix()
         if rel in seen:
             continue
-        seen[rel] = src = f.read_bytes()
+        # a user's file: a FIFO or a device in its place is refused, never read
+        seen[rel] = src = read_bytes(f, limit=16 << 20, what="defense source file")
         for m in _TOP.finditer(src):
             name = m.group(1).decode()
             if (folder / f"{name}.py").is_file():

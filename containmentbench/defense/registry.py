@@ -140,8 +140,11 @@ def resolve(key: str, entry: Mapping[str, Any]) -> Registered:
 
 
 def _import_file(path: Path, where: str) -> Any:
-    if not path.is_file():
+    if not path.exists():
         raise DefenseError(f"{where}: defense file '{path}' not found")
+    from containmentbench.integrity.safeopen import check_regular
+
+    check_regular(path, what="defense file")  # a FIFO or a device would hang the import
     folder = str(path.parent)
     if folder not in sys.path:  # its neighbours import as top-level modules
         sys.path.insert(0, folder)

@@ -24,6 +24,7 @@ since (``integrity.frozen.unaccounted``): freeze never blesses bytes it did not 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as md
 import json
 import subprocess
@@ -34,10 +35,11 @@ import pyarrow.parquet as pq
 
 from containmentbench.canonical import sha256_file, sha256_json
 from containmentbench.errors import BenchError, VerifyError
-from containmentbench.integrity import frozen
+from containmentbench.freeze.sealing import key_study, seal
+from containmentbench.integrity import frozen, heads, reading, safeopen
 from containmentbench.integrity.frozen import COVERED_DIRS, COVERED_FILES
 from containmentbench.integrity.inputs import read_json
-from containmentbench.integrity.keys import ALG, check_record, equal, key_id, load_key, mac
+from containmentbench.integrity.keys import load_key
 from containmentbench.integrity.paths import inside
 from containmentbench.progress import progress
 from containmentbench.scenarios.manifest import MANIFEST as SCENARIO_MANIFEST
@@ -51,6 +53,8 @@ RUN_SCHEMA = "containmentbench-manifest/2"
 CROSS_SCHEMA = "containmentbench-cross-model-manifest/2"
 _RUN_SCHEMAS = ("containmentbench-manifest/1", RUN_SCHEMA)
 UNHASHED = {"timings.parquet", "SHA256SUMS", MANIFEST}
+#: the largest study file reproduce compares
+LIMIT = 4 << 30
 
 
 def _rel_files(root: Path, sub: str) -> list[Path]:
@@ -123,37 +127,9 @@ def covered_files(study: Path) -> dict[str, str]:
     return files
 
 
-def seal(root: Path, manifest: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
-    """Check the folder's earlier manifest, then write the new one with its freeze counter,
-    the previous manifest's digest and (with a key) one MAC over the whole. Refuses, naming
-    the first file, when a covered file changed since the last freeze and no verb rebuilt it
-    (edited by hand, or written around the tool)."""
-    from containmentbench.integrity import writer
-
-    old = frozen.manifest_of(root)
-    counter, previous = 1, None
-    key = load_key(root)
-    if old is not None:
-        doc, digest = old
-        bad = frozen.unaccounted(root, files)
-        if key is not None and doc.get("schema") in (RUN_SCHEMA, CROSS_SCHEMA):
-            bad = _check_mac(key, doc) + bad
-        if bad:
-            raise VerifyError(f"refusing to re-freeze: {bad[0]} ({len(bad)} problem(s); "
-                              f"restore the file, or rebuild it with its verb and --force)",
-                              file=str(root / MANIFEST))
-        counter = int(doc.get("freeze") or 1) + 1
-        previous = digest
-    manifest = {**manifest, "files": files, "freeze": counter, "previous": previous}
-    if key is not None:
-        manifest["auth"] = {"alg": ALG, "key_id": key_id(key),
-                            "mac": mac(key, "manifest", manifest)}
-    writer.write_json(root / frozen.HEAD, manifest, kind="manifest")
-    writer.write_json(root / MANIFEST, manifest, kind="manifest")
-    return manifest
-
-
-def freeze(study: str | Path) -> dict[str, Any]:
+def freeze(study: str | Path, new_identity: bool = False, key: bool = False) -> dict[str, Any]:
+    """Hash the study folder into MANIFEST.json (``freeze/sealing.py``: what is checked
+    first). ``key``: key a study frozen without one; ``new_identity``: start a new identity."""
     study = Path(study)
     facts = _study_facts(study)
     files = covered_files(study)
@@ -179,24 +155,9 @@ def freeze(study: str | Path) -> dict[str, Any]:
                 "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),
                 "simulated_agent": "sim" in facts["backends"]}
-    return seal(study, manifest, files)
-
-
-def _check_mac(key: bytes, manifest: dict[str, Any]) -> list[str]:
-    """The whole-manifest MAC of a schema-2 manifest."""
-    auth = manifest.get("auth")
-    if not isinstance(auth, dict):
-        return [f"{MANIFEST} carries no authentication block (written without a key)"]
-    if auth.get("alg") != ALG:
-        return [f"{MANIFEST}: unknown authentication algorithm {auth.get('alg')!r}"]
-    if auth.get("key_id") != key_id(key):
-        return [f"{MANIFEST} was authenticated with another key (key id "
-                f"{auth.get('key_id')!r})"]
-    body = {k: v for k, v in manifest.items() if k != "auth"}
-    if not equal(auth.get("mac", ""), mac(key, "manifest", body)):
-        return [f"{MANIFEST}: authentication failed (an entry, a field or the file list "
-                f"differs from what was frozen)"]
-    return []
+    if key:
+        return key_study(study, manifest, files)
+    return seal(study, manifest, files, new_identity=new_identity)
 
 
 # metadata re-derived from the study's own data at verify time (catches a manifest edited to
@@ -206,7 +167,7 @@ _DERIVED = ("suites", "policies", "seeds", "models", "backends", "decodings", "t
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
-    manifest = read_json(path, MANIFEST)
+    manifest = read_json(path, MANIFEST, follow=False)
     if not isinstance(manifest, dict):
         raise BenchError("expected a JSON object", file=str(path))
     for key, kind in (("files", dict), ("scenario_manifests", dict)):
@@ -218,17 +179,32 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def _missing(study: Path) -> BenchError:
+    """No MANIFEST.json: say whether the study is frozen all the same."""
+    key = load_key(study)
+    copy = frozen.manifest_of(study)
+    rec = heads.for_folder(study, key)[0] if key is not None else None
+    if copy is not None or rec is not None:
+        n = copy[0].get("freeze") if copy is not None else rec.freeze  # type: ignore[union-attr]
+        where = frozen.HEAD if copy is not None else "this machine's record"
+        return VerifyError(f"no {MANIFEST}, but the study is frozen (freeze {n}, kept in "
+                           f"{where}): restore the manifest, or run freeze", file=str(study))
+    return BenchError(f"no {MANIFEST} (run freeze first)", file=str(study))
+
+
 def verify(study: str | Path, key: bytes | None = None,
            expect_freeze: int | None = None) -> list[str]:
     """Every mismatch between the study and MANIFEST.json (empty list: verified): changed,
     missing and added files, paths outside the study, metadata that the study's data
-    contradicts, and, with a key, every unauthenticated change (row, file, field)."""
+    contradicts, and, with a key, every unauthenticated change (row, file, field), a
+    manifest older than the last freeze this machine saw of the study, and a broken or
+    cut-back journal."""
     study = Path(study)
     path = study / MANIFEST
-    if not path.is_file():
-        raise BenchError(f"no {MANIFEST} (run freeze first)", file=str(study))
+    if not path.exists() and not path.is_symlink():
+        raise _missing(study)
     manifest = _load_manifest(path)
-    problems = []
+    problems = reading.shape_problems(manifest)
     for rel, digest in sorted(manifest["files"].items()):
         try:
             p = inside(study, rel, f"files.{rel}", str(path))
@@ -262,12 +238,14 @@ def verify(study: str | Path, key: bytes | None = None,
         problems.append(f"{MANIFEST} is freeze {manifest.get('freeze')}, expected "
                         f"{expect_freeze} (an older manifest restored, or a newer freeze)")
     if key is not None:
-        if manifest.get("schema") in (RUN_SCHEMA, CROSS_SCHEMA):
-            problems += _check_mac(key, manifest)
-        else:  # schema 1: per-entry MACs (spliceable; re-freeze to upgrade)
-            meta = {k: v for k, v in manifest.items() if k not in ("files", "auth")}
-            problems += check_record(key, manifest.get("auth"), meta, manifest["files"],
-                                     MANIFEST)
+        # schema 2: one MAC over the whole; schema 1: per-entry MACs (re-freeze to upgrade)
+        mac_problems = reading.check_mac(key, manifest)
+        problems += mac_problems
+        if not mac_problems:
+            sha = hashlib.sha256(frozen.read_manifest_bytes(path) or b"").hexdigest()
+            problems += reading.head_problems(study, manifest, sha, key)
+            ch = frozen.chain(study, (manifest, sha), key)
+            problems += ch.problems
     return problems
 
 
@@ -309,7 +287,7 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
     info_path = study / "analysis.json"
     if not info_path.exists():
         raise BenchError("no analysis.json (run analyze first)", file=str(study))
-    info = json.loads(info_path.read_text())
+    info = read_json(info_path, "analysis.json", follow=False)
     compared, differ = [], []
     from containmentbench.integrity import writer
 
@@ -350,8 +328,7 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                         scratch / "tables")
         wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
         # the analysis's own wall-clock tables (the defenses' hook time, from the traces)
-        wall_clock |= set(json.loads((study / "analysis.json").read_text()).get(
-            "wall_clock", [])) if (study / "analysis.json").exists() else set()
+        wall_clock |= set(info.get("wall_clock", []))
         for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),
                             "reproduce: compare folders", unit="folder"):
             for p in _rel_files(study, sub):
@@ -360,7 +337,8 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
                     continue  # images: through their source tables; wall-clock times
                 compared.append(rel)
                 q = scratch / rel
-                if not q.exists() or q.read_bytes() != p.read_bytes():
+                if not q.exists() or q.read_bytes() != safeopen.read_bytes(
+                        p, limit=LIMIT, what="study file", follow=False):
                     differ.append(rel)
     return {"compared": len(compared), "differ": differ}
 
@@ -375,7 +353,7 @@ def _reaudit(study: Path, scratch: Path) -> set[str]:
     from containmentbench.audit.policy import load_audit_policy, policy_from_mapping
     from containmentbench.audit.study import audit_study
 
-    summary = json.loads(summary_path.read_text())
+    summary = read_json(summary_path, "audit summary", follow=False)
     if summary.get("adapter"):  # its tools come from the adapter: thresholds from the record
         base = load_audit_policy()
         rec = summary["policy"]

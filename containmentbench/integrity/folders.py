@@ -23,10 +23,12 @@ from containmentbench.integrity import frozen
 from containmentbench.integrity.atomic import (
     FORCED,
     OURS,
+    Journal,
     ensure_dir,
     fsync_dir,
-    journal,
+    lock_for,
     move_to_replaced,
+    open_journal,
     raw_write,
 )
 from containmentbench.integrity.records import (
@@ -36,6 +38,7 @@ from containmentbench.integrity.records import (
     glob_escape,
     is_our_tmp,
     kind_of,
+    read_record,
     tmp_path,
 )
 
@@ -47,6 +50,7 @@ def check_out(out: Path, kind: str, force: bool = False, accept: tuple[str, ...]
     in ``accept``); otherwise a one-line error. Called before any work."""
     out = Path(out)
     force = force or FORCED.get()
+    lock_for(out)  # the study it goes into, before any check or work
     if not out.exists() and not out.is_symlink():
         frozen.guard(out, force)
         return "new"
@@ -59,6 +63,7 @@ def check_out(out: Path, kind: str, force: bool = False, accept: tuple[str, ...]
     except OSError as exc:
         raise BenchError(f"cannot list the folder ({exc.strerror})", file=str(out),
                          field="out") from None
+    read_record(out)  # a record that is a link, a FIFO or a device: one line, here
     if entries and kind_of(out) not in (kind, *accept) and \
             not (kind_of(out) is None and all_ours(out, (kind, *accept))):
         raise BenchError(f"refusing to write into a non-empty folder that is not a {kind} "
@@ -277,22 +282,30 @@ def building_dir(out: Path, kind: str, force: bool = False,
 
 def commit_dir(tmp: Path, out: Path, kind: str, force: bool,
                identical: Callable[[Path, Path], bool] | None = None) -> str:
-    """Put the finished ``tmp`` folder (ours) at ``out``; returns what happened, in words."""
+    """Put the finished ``tmp`` folder (ours) at ``out``; returns what happened, in words.
+    In a frozen study the journal is opened, checked and locked before anything moves."""
     force = force or FORCED.get()
     raw_write(tmp / RECORD, (kind + "\n").encode(), sync=False)
     state = check_out(out, kind, force)
     cover = frozen.covering(out)
+    with contextlib.ExitStack() as stack:
+        j = stack.enter_context(open_journal(cover)) if cover is not None else None
+        return _commit(tmp, out, kind, force, identical, state, cover, j)
+
+
+def _commit(tmp: Path, out: Path, kind: str, force: bool,
+            identical: Callable[[Path, Path], bool] | None, state: str, cover: Path | None,
+            j: Journal | None) -> str:
     if state == "new":
         if out.exists():
             out.rmdir()  # empty (only ever an empty folder: check_out said so)
         os.replace(tmp, out)
         OURS.discard(tmp)
         fsync_dir(out.parent)
-        if cover is not None:
-            # the folder the manifest covers was removed before this verb rebuilt it
-            # (Snakemake deletes a job's directory output first): its frozen files that
-            # the new folder no longer holds were removed by this rebuild
-            _journal_tree(cover, out, kind, _frozen_tree(cover, out))
+        if cover is not None and j is not None:
+            # the folder the manifest covers was removed before this verb rebuilt it: its
+            # frozen files that the new folder no longer holds were removed by this rebuild
+            _journal_tree(j, cover, out, kind, _frozen_tree(cover, out))
         return "written"
     if identical is not None and identical(tmp, out):
         shutil.rmtree(tmp)
@@ -317,8 +330,8 @@ def commit_dir(tmp: Path, out: Path, kind: str, force: bool,
             os.replace(tmp, out)
     OURS.discard(tmp)
     fsync_dir(out.parent)
-    if cover is not None:
-        _journal_tree(cover, out, kind, old)
+    if cover is not None and j is not None:
+        _journal_tree(j, cover, out, kind, old)
     return f"replaced; the old one is kept at {aside}"
 
 
@@ -334,17 +347,18 @@ def _frozen_tree(root: Path, out: Path) -> dict[str, str] | None:
     man = frozen.manifest_of(root)
     if man is None:
         return None
-    prefix = Path(os.path.abspath(out)).relative_to(root).as_posix() + "/"
+    prefix = frozen.rel(root, out) + "/"
     return {rel[len(prefix):]: digest for rel, digest in man[0]["files"].items()
             if rel.startswith(prefix)}
 
 
-def _journal_tree(root: Path, out: Path, kind: str, old: dict[str, str] | None) -> None:
-    """Journal a folder output put in place in a frozen study. A folder that was gone before
-    (a workflow removes a directory output before rebuilding it) replaces what the manifest
+def _journal_tree(j: Journal, root: Path, out: Path, kind: str,
+                  old: dict[str, str] | None) -> None:
+    """Journal a folder output put in place in a frozen study, in one append. A folder that
+    was gone before (removed by hand, or by a workflow engine) replaces what the manifest
     listed under it: files it no longer holds are journalled as removed by this verb."""
     new = _tree_digests(out)
     if old is None:
         old = frozen.listed_under(root, out)
-    for rel in sorted(set(new) | set(old or {})):
-        journal(root, out / rel, kind, (old or {}).get(rel), new.get(rel))
+    j.append([(out / rel, kind, (old or {}).get(rel), new.get(rel))
+              for rel in sorted(set(new) | set(old or {}))])

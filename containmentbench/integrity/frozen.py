@@ -7,11 +7,18 @@ old bytes to ``.replaced-<n>/`` and appending a line to the study's journal
 (:data:`JOURNAL`): the manifest it was frozen under, the path, the old and new sha256, the
 kind of output that wrote it, and (with a key) a MAC.
 
-``freeze`` re-freezes only bytes it can account for: every covered file whose hash differs
-from the old manifest must be the latest journalled output of a verb since that manifest
-(:func:`unaccounted`); an edited table, an edited ``analysis/bootstrap.json`` or a file
-dropped into ``audit/`` is refused. Verbs that read an intermediate cache of a frozen study
-call :func:`trusted` first, so an edited cache never reaches a table.
+The journal is one chain per study (``integrity/journal.py``): every line is bound to the
+study's identity (``study_id``, random, fixed at its first freeze) and to the previous line,
+so lines cannot be cut out, reordered or moved between studies. ``freeze`` re-freezes only
+bytes it can account for: every covered file whose hash differs from the old manifest must
+be the latest output of a verb on that chain since the manifest (:func:`unaccounted`); an
+edited table, an edited ``analysis/bootstrap.json`` or a file dropped into ``audit/`` is
+refused. Verbs that read an intermediate cache of a frozen study call
+``integrity/reading.trusted`` first, so an edited cache never reaches a table.
+
+Every path is resolved (its folder's symbolic links) before it is compared with a study
+folder, and the study's own files (manifest, its copy, the journal) are read through
+``integrity/safeopen.py``: never through a symbolic link, never a FIFO or a device.
 
 This module only reads; the writer is the one that writes.
 """
@@ -20,18 +27,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from containmentbench.errors import BenchError
+from containmentbench.integrity import journal, safeopen
 
 MANIFEST = "MANIFEST.json"
 #: a copy of the last manifest freeze wrote: the study stays frozen while a workflow has
 #: deleted MANIFEST.json to rebuild it (Snakemake removes a job's outputs before it runs),
 #: and a deleted manifest does not let a re-freeze bless edited files
 HEAD = ".frozen-manifest.json"
-JOURNAL = ".rebuilt.jsonl"
+JOURNAL = journal.JOURNAL
 SCHEMAS = ("containmentbench-manifest/1", "containmentbench-manifest/2",
            "containmentbench-cross-model-manifest/1", "containmentbench-cross-model-manifest/2")
 #: the folders and files of a study a manifest covers (every file below them is hashed)
@@ -55,58 +62,81 @@ _cache: dict[Path, tuple[tuple[int, int], dict[str, Any] | None, str]] = {}
 
 
 def digest(path: Path) -> str | None:
-    """sha256 of a file's bytes (None: no such file)."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    """sha256 of a file's bytes (None: no such file), read the safe way: a link, a FIFO or
+    a device in a study's place is a one-line error, never followed or waited on."""
+    import os
+
+    if not Path(path).exists() and not Path(path).is_symlink():
         return None
+    h = hashlib.sha256()
+    fd, _ = safeopen.open_regular(path, what="covered file", follow=False)
+    try:
+        while block := os.read(fd, 1 << 20):
+            h.update(block)
+    finally:
+        os.close(fd)
     return h.hexdigest()
+
+
+def read_manifest_bytes(path: Path) -> bytes | None:
+    """A manifest's bytes, read the safe way (None: absent, a link, not a regular file)."""
+    try:
+        return safeopen.read_bytes(path, limit=safeopen.LIMIT_JSON, what="manifest",
+                                   follow=False)
+    except BenchError:
+        return None
+
+
+def parse_manifest(data: bytes) -> dict[str, Any] | None:
+    """The manifest in ``data`` when it is one of ours (None: not JSON, not ours)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("schema") in SCHEMAS
+            and isinstance(doc.get("files"), dict)):
+        return None
+    return doc
 
 
 def manifest_of(root: Path) -> tuple[dict[str, Any], str] | None:
     """The parsed manifest of ``root`` (or, while it is missing, the copy freeze kept) and
     the sha256 of its bytes (None: not frozen, or not a manifest of ours). Cached per file
     version."""
-    path = Path(root) / MANIFEST
-    try:
-        st = path.stat()
-    except OSError:
-        path = Path(root) / HEAD
+    for name in (MANIFEST, HEAD):
+        path = Path(root) / name
         try:
-            st = path.stat()
+            st = path.lstat()
         except OSError:
-            return None
-    stamp = (st.st_mtime_ns, st.st_size)
-    hit = _cache.get(path)
-    if hit is not None and hit[0] == stamp:
-        return (hit[1], hit[2]) if hit[1] is not None else None
-    try:
-        data = path.read_bytes()
-        doc = json.loads(data)
-    except (OSError, ValueError, RecursionError):
-        doc = None
-    if not (isinstance(doc, dict) and doc.get("schema") in SCHEMAS
-            and isinstance(doc.get("files"), dict)):
-        doc = None
-    sha = hashlib.sha256(data).hexdigest() if doc is not None else ""
-    _cache[path] = (stamp, doc, sha)
-    return (doc, sha) if doc is not None else None
+            continue
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        hit = _cache.get(path)
+        if hit is not None and hit[0] == stamp:
+            if hit[1] is not None:
+                return hit[1], hit[2]
+            continue
+        data = read_manifest_bytes(path)
+        doc = parse_manifest(data) if data is not None else None
+        sha = hashlib.sha256(data).hexdigest() if doc is not None and data is not None else ""
+        _cache[path] = (stamp, doc, sha)
+        if doc is not None:
+            return doc, sha
+    return None
 
 
 def root_of(path: Path) -> Path | None:
-    """The frozen study folder ``path`` lies in (the nearest parent with our manifest)."""
-    p = Path(os.path.abspath(path))
+    """The frozen study folder ``path`` lies in (the nearest parent with our manifest),
+    symbolic links of its folders resolved."""
+    p = safeopen.resolved(path)
     for d in [p, *p.parents][:_MAX_UP]:
-        if ((d / MANIFEST).is_file() or (d / HEAD).is_file()) and manifest_of(d) is not None:
+        if ((d / MANIFEST).exists() or (d / HEAD).exists()) and manifest_of(d) is not None:
             return d
     return None
 
 
-def _rel(root: Path, path: Path) -> str:
-    return Path(os.path.abspath(path)).relative_to(root).as_posix()
+def rel(root: Path, path: Path) -> str:
+    """``path`` relative to the (resolved) study folder ``root``."""
+    return safeopen.resolved(path).relative_to(root).as_posix()
 
 
 def is_covered_rel(rel: str, files: dict[str, Any] | None = None) -> bool:
@@ -123,11 +153,11 @@ def covering(path: Path) -> Path | None:
     root = root_of(path)
     if root is None:
         return None
-    rel = _rel(root, path)
-    if rel == MANIFEST:
+    r = rel(root, path)
+    if r == MANIFEST:
         return None  # freeze owns the manifest and checks it itself
     man = manifest_of(root)
-    return root if man is not None and is_covered_rel(rel, man[0]["files"]) else None
+    return root if man is not None and is_covered_rel(r, man[0]["files"]) else None
 
 
 def guard(path: Path, force: bool) -> None:
@@ -135,7 +165,7 @@ def guard(path: Path, force: bool) -> None:
     root = covering(path)
     if root is not None and not force:
         raise BenchError(f"the study {root} is frozen and its {MANIFEST} covers "
-                         f"'{_rel(root, path)}'; nothing was changed (--force redoes it and "
+                         f"'{rel(root, path)}'; nothing was changed (--force redoes it and "
                          f"keeps the old bytes under .replaced-<n>/; then re-freeze)",
                          file=str(path), field="out")
 
@@ -145,83 +175,51 @@ def listed_under(root: Path, folder: Path) -> dict[str, str]:
     man = manifest_of(root)
     if man is None:
         return {}
-    prefix = _rel(root, folder) + "/"
-    return {rel[len(prefix):]: digest for rel, digest in man[0]["files"].items()
-            if rel.startswith(prefix)}
+    prefix = rel(root, folder) + "/"
+    return {r[len(prefix):]: digest for r, digest in man[0]["files"].items()
+            if r.startswith(prefix)}
 
 
-def journal_entry(root: Path, path: Path, kind: str, old: str | None, new: str | None) -> bytes:
-    from containmentbench.integrity.keys import load_key, mac
-
-    man = manifest_of(root)
-    entry = {"base": man[1] if man else None, "path": _rel(root, path), "kind": kind,
-             "old": old, "new": new}
-    key = load_key(root)
-    if key is not None:
-        entry["mac"] = mac(key, "rebuilt", entry)
-    return (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
+def read_journal(root: Path) -> bytes:
+    """The journal's bytes (empty: none yet); a link, a FIFO or a device in its place is a
+    one-line error naming it."""
+    path = Path(root) / JOURNAL
+    if not path.exists() and not path.is_symlink():
+        return b""
+    return safeopen.read_bytes(path, limit=journal.LIMIT, what="journal", follow=False)
 
 
-def rebuilt(root: Path, base: str) -> dict[str, str | None]:
-    """Path -> sha256 of its latest journalled output since the manifest ``base`` (None:
-    removed by a verb). With a key, entries without a valid MAC are ignored."""
-    from containmentbench.integrity.keys import equal, load_key, mac
-
-    key = load_key(root)
-    out: dict[str, str | None] = {}
-    try:
-        lines = (Path(root) / JOURNAL).read_bytes().splitlines()
-    except OSError:
-        return out
-    for raw in lines:
-        try:
-            e = json.loads(raw)
-        except ValueError:
-            continue  # a line cut by a crash
-        if not isinstance(e, dict) or e.get("base") != base or not isinstance(e.get("path"), str):
-            continue
-        if key is not None:
-            body = {k: v for k, v in e.items() if k != "mac"}
-            if not equal(e.get("mac", ""), mac(key, "rebuilt", body)):
-                continue
-        out[e["path"]] = e.get("new")
-    return out
+def chain(root: Path, manifest: tuple[dict[str, Any], str] | None = None,
+          key: bytes | None = None) -> journal.Chain:
+    """The study's journal followed from its manifest (``manifest``, else the folder's own)
+    to the end; with a key every line must carry a valid MAC."""
+    man = manifest if manifest is not None else manifest_of(root)
+    return journal.follow(read_journal(root), man[0] if man else None, man[1] if man else None,
+                          key)
 
 
-def unaccounted(root: Path, current: dict[str, str]) -> list[str]:
+def unaccounted(root: Path, current: dict[str, str],
+                manifest: tuple[dict[str, Any], str] | None = None,
+                key: bytes | None = None) -> list[str]:
     """Covered files whose bytes differ from the frozen manifest and are not the latest
-    output of a verb since it (``current``: path -> sha256 now)."""
-    man = manifest_of(root)
+    output of a verb on the study's chain since it (``current``: path -> sha256 now), and
+    every break of that chain."""
+    man = manifest if manifest is not None else manifest_of(root)
     if man is None:
         return []
-    files, base = man[0]["files"], man[1]
-    done = rebuilt(root, base)
-    out = []
-    for rel in sorted(set(files) | set(current)):
-        now = current.get(rel)
-        if files.get(rel) == now or (rel in done and done[rel] == now):
+    files = man[0]["files"]
+    try:
+        ch = chain(root, man, key)
+    except BenchError as exc:
+        return [exc.render()]
+    done = ch.rebuilt
+    out = list(ch.problems)
+    for r in sorted(set(files) | set(current)):
+        now = current.get(r)
+        if files.get(r) == now or (r in done and done[r] == now):
             continue
-        if rel not in files and not is_covered_rel(rel):
+        if r not in files and not is_covered_rel(r):
             continue
-        what = ("removed" if now is None else "added" if rel not in files else "changed")
-        out.append(f"{rel}: {what} since the last freeze and not rebuilt by a verb")
+        what = ("removed" if now is None else "added" if r not in files else "changed")
+        out.append(f"{r}: {what} since the last freeze and not rebuilt by a verb")
     return out
-
-
-def trusted(path: Path) -> None:
-    """Before a verb uses an intermediate file of a frozen study (``analysis/*.json``,
-    ``audit/``, metrics): its bytes must be the frozen ones or a verb's rebuilt output."""
-    root = covering(path)
-    if root is None:
-        return
-    man = manifest_of(root)
-    assert man is not None
-    rel = _rel(root, path)
-    now = digest(path)
-    if man[0]["files"].get(rel) == now:
-        return
-    if rebuilt(root, man[1]).get(rel, "missing") == now:
-        return
-    raise BenchError(f"changed since the study was frozen and not rebuilt by a verb; "
-                     f"refusing to use it (containmentbench verify {root} lists what "
-                     f"changed)", file=str(path))

@@ -31,14 +31,20 @@ def _need_file(path: Path, what: str) -> None:
         raise BenchError(f"{what} is not a regular file", file=str(path))
 
 
-def read_json(path: str | Path, what: str = "JSON file") -> Any:
+def _text(path: Path, what: str, follow: bool = True) -> str:
+    """The file's text through the one safe open (``integrity/safeopen.py``): no FIFO, no
+    device, no socket, size capped, no symbolic link where ``follow`` is false."""
+    from containmentbench.integrity import safeopen
+
+    return safeopen.read_text(path, limit=safeopen.LIMIT_JSON, what=what, follow=follow)
+
+
+def read_json(path: str | Path, what: str = "JSON file", follow: bool = True) -> Any:
     """Parsed JSON of ``path``; every way it can be unreadable is one line naming it."""
     path = Path(path)
     _need_file(path, what)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise BenchError("not UTF-8 text", file=str(path)) from None
+        return json.loads(_text(path, what, follow))
     except json.JSONDecodeError as exc:
         raise BenchError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno) \
             from None
@@ -72,10 +78,8 @@ def read_yaml_mapping(path: str | Path, what: str = "YAML file") -> dict[str, An
     try:
         # libyaml's loader when built (same resolvers as SafeLoader, ~10x faster on the
         # resolved config every rollout job reads)
-        data = yaml.load(path.read_text(encoding="utf-8"),
-                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except UnicodeDecodeError:
-        raise BenchError("not UTF-8 text", file=str(path)) from None
+        data = yaml.load(_text(path, what), Loader=getattr(yaml, "CSafeLoader",
+                                                           yaml.SafeLoader))
     except RecursionError:
         raise BenchError("YAML nested too deeply", file=str(path)) from None
     except yaml.YAMLError as exc:
@@ -98,8 +102,11 @@ def parquet_schema(path: str | Path, what: str = "Parquet file") -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from containmentbench.integrity.safeopen import check_regular
+
     path = Path(path)
     _need_file(path, what)
+    check_regular(path, what=what)  # pyarrow would wait on a FIFO
     try:
         return pq.read_schema(path)
     except (OSError, pa.ArrowException, ValueError) as exc:

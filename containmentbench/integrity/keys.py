@@ -27,7 +27,9 @@ ENV_KEY = "CONTAINMENTBENCH_KEY"
 ENV_KEY_FILE = "CONTAINMENTBENCH_KEY_FILE"
 ALG = "hmac-sha256"
 NO_KEY_NOTE = (f"no key ({ENV_KEY} or {ENV_KEY_FILE}): only accidental corruption is "
-               f"detected; a deliberate edit with recomputed hashes would pass")
+               f"detected; a deliberate edit with recomputed hashes would pass (set "
+               f"{ENV_KEY_FILE} to a file outside the study holding at least 16 bytes; "
+               f"containmentbench freeze DIR --key keys a study frozen without one)")
 
 
 def load_key(inside: Path | None = None) -> bytes | None:
@@ -48,8 +50,12 @@ def load_key(inside: Path | None = None) -> bytes | None:
                 raise BenchError("the key file lies inside the folder it protects; keep it "
                                  "outside", file=str(p), field=ENV_KEY_FILE)
         if not p.is_file():
-            raise BenchError("key file not found", file=str(p), field=ENV_KEY_FILE)
-        data = p.read_bytes().strip()
+            raise BenchError(f"key file not found (set {ENV_KEY_FILE} to a file holding the "
+                             f"key)", file=str(p), field=ENV_KEY_FILE)
+        from containmentbench.integrity import safeopen
+
+        data = safeopen.read_bytes(p, limit=safeopen.KIB * 64, what="key file",
+                                   field=ENV_KEY_FILE).strip()
     elif raw:
         data = raw.encode("utf-8")
     else:

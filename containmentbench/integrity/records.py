@@ -53,11 +53,24 @@ def folder_entries(d: Path) -> list[Path]:
 def read_record(d: Path) -> dict[str, Any] | None:
     """A folder's record: ``{"kind": ..., "files": {name: kind}}`` (None: no record). The
     first records were one line of text, the folder's kind."""
-    try:
-        text = (Path(d) / RECORD).read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
+    from containmentbench.errors import BenchError
+    from containmentbench.integrity import safeopen
+
+    path = Path(d) / RECORD
+    if not path.exists() and not path.is_symlink():
         return None
-    except (OSError, UnicodeDecodeError):
+    try:
+        # never through a link, never a FIFO or a device (one line naming it: a record that
+        # is one of those was put there, and nothing beside it is written)
+        data = safeopen.read_bytes(path, limit=safeopen.LIMIT_RECORD, what="ownership record",
+                                   follow=False)
+    except BenchError as exc:
+        if not path.exists() and not path.is_symlink():
+            return None  # removed meanwhile
+        raise BenchError(exc.detail, file=str(path), field="out") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return {"kind": None, "files": {}}
     if text.startswith("{"):
         try:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from containmentbench.errors import BenchError
-from containmentbench.integrity import atomic, frozen
+from containmentbench.integrity import atomic, frozen, safeopen
 from containmentbench.integrity.atomic import (  # noqa: F401  (re-exported: the writer's API)
     adopt_legacy,
     ensure_dir,
@@ -88,6 +88,7 @@ def check_file(path: Path, kind: str, force: bool = False) -> str:
     error. Called by every verb before any work, so a refusal writes nothing."""
     path = Path(path)
     force = force or atomic.FORCED.get()
+    atomic.lock_for(path)  # the study it goes into, before any check or work
     if path.exists() or path.is_symlink():
         if path.is_symlink() or not path.is_file():
             raise BenchError("exists and is not a regular file; refusing to replace it",
@@ -115,7 +116,8 @@ def write_bytes(path: Path, data: bytes, *, kind: str, force: bool = False,
     path = Path(path)
     force = force or atomic.FORCED.get()
     state = check_file(path, kind, force)
-    if state == "own" and path.stat().st_size == len(data) and path.read_bytes() == data:
+    if state == "own" and path.stat().st_size == len(data) and safeopen.read_bytes(
+            path, limit=len(data), what="output", follow=False) == data:
         atomic.record_file(path, kind)
         return "identical to the existing output; kept it"
     if state == "own" and once and not force:
@@ -124,17 +126,23 @@ def write_bytes(path: Path, data: bytes, *, kind: str, force: bool = False,
                          file=str(path), field="out")
     ensure_dir(path.parent)
     cover = frozen.covering(path)
-    old = frozen.digest(path) if cover is not None else None
     aside = None
-    if cover is not None and state == "own":
-        aside = atomic.move_to_replaced(cover, path)
-    elif state == "own" and once:
-        aside = aside_path(path)
-        os.replace(path, aside)
-    atomic.raw_write(path, data, sync)
-    atomic.record_file(path, kind)
     if cover is not None:
-        atomic.journal(cover, path, kind, old, hashlib.sha256(data).hexdigest())
+        # the journal is opened, checked and locked before anything moves: a journal that
+        # is a link, a FIFO or a broken chain refuses the change while nothing has moved
+        with atomic.open_journal(cover) as j:
+            old = frozen.digest(path)
+            if state == "own":
+                aside = atomic.move_to_replaced(cover, path)
+            atomic.raw_write(path, data, sync)
+            atomic.record_file(path, kind)
+            j.append([(path, kind, old, hashlib.sha256(data).hexdigest())])
+    else:
+        if state == "own" and once:
+            aside = aside_path(path)
+            os.replace(path, aside)
+        atomic.raw_write(path, data, sync)
+        atomic.record_file(path, kind)
     return "written" if aside is None else f"replaced; the old bytes are kept at {aside}"
 
 
@@ -182,21 +190,24 @@ def stream(path: Path, *, kind: str, force: bool = False) -> Iterator[Any]:
     state = check_file(path, kind, force)
     ensure_dir(path.parent)
     cover = frozen.covering(path)
-    old = frozen.digest(path) if cover is not None else None
     tmp = tmp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     atomic.OURS.add(tmp)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        if cover is not None and state == "own":
-            atomic.move_to_replaced(cover, path)
-        os.replace(tmp, path)
-        atomic.record_file(path, kind)
-        if cover is not None:
-            atomic.journal(cover, path, kind, old, frozen.digest(path))
+        with contextlib.ExitStack() as stack:
+            # a frozen study's journal: checked and locked before the bytes are produced
+            j = stack.enter_context(atomic.open_journal(cover)) if cover is not None else None
+            old = frozen.digest(path) if cover is not None else None
+            with os.fdopen(fd, "wb") as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            if cover is not None and state == "own":
+                atomic.move_to_replaced(cover, path)
+            os.replace(tmp, path)
+            atomic.record_file(path, kind)
+            if j is not None:
+                j.append([(path, kind, old, frozen.digest(path))])
     finally:
         if tmp.exists():
             with contextlib.suppress(OSError):
@@ -266,6 +277,38 @@ def replace_in_study(path: Path, *, kind: str) -> None:
     cover = frozen.covering(path)
     if cover is not None:
         atomic.journal(cover, path, kind, frozen.digest(path), None)
+
+
+#: set by a workflow run that holds its studies' locks: its jobs write under that lock
+ENV_PIPELINE = atomic.ENV_PIPELINE
+
+
+def lock_study(root: Path, token: str | None = None) -> None:
+    """Hold the lock of the study folder ``root`` for the rest of the command (every verb
+    that writes into a study takes it; a workflow run holds it for its jobs, ``token``)."""
+    atomic.lock_study(root, token)
+
+
+def release_locks() -> None:
+    atomic.release_locks()
+
+
+def write_head(root: Path, rec: dict[str, Any], manifest: bytes | None) -> Path:
+    """This machine's record of a keyed study's last freeze (``integrity/heads.py``)."""
+    return atomic.write_head(root, rec, manifest)
+
+
+def retire_heads(root: Path) -> list[Path]:
+    """Set this folder's head records aside: a new study identity starts there."""
+    return atomic.retire_heads(root)
+
+
+@contextlib.contextmanager
+def journal_locked(root: Path) -> Iterator[Any]:
+    """The frozen study's journal, checked and locked (``freeze`` holds it while it reads
+    the chain and writes the manifest, so no verb appends in between)."""
+    with atomic.open_journal(root) as j:
+        yield j
 
 
 # ------------------------------------------------------------------ serialisers

@@ -161,14 +161,17 @@ class Study:
         ``--touch`` only marks outputs current: it changes no file here."""
         if not self.main_process or touch:
             return
-        from containmentbench.pipeline.legacy import adopt_run
+        try:
+            self._start()
+        except BenchError as exc:  # a study that refuses (a broken journal, a lock held)
+            print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
+            raise SystemExit(2) from None
 
-        if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
-            writer.ensure_dir(self.dir / "cross_model", "cross-model")
+    def _start(self) -> None:
+        self._set_aside_backups()
+        self._lock()
         for data in self.runs:
             slug = model_slug(data)
-            adopt_run(run_dir(data), data)  # a run folder written before ownership records
-            writer.ensure_dir(run_dir(data), "run")  # analyze --out accepts it
             # force: the workflow's own run; in a frozen study the change is journalled
             save_resolved(data, run_dir(data) / "config.yaml", force=True)
             if self.adaptive:
@@ -178,6 +181,42 @@ class Study:
                       [s for s in self.shards if s.model == slug])
             if slug in self.checks:
                 apply(data, self.checks[slug])
+
+    def _lock(self) -> None:
+        """Hold every run folder's study lock for the whole run (``integrity/atomic.py``):
+        a command writing into one of them meanwhile is refused, and a run started while
+        such a command writes stops here, one line, before any job. The jobs write under
+        this run's lock (its token in their environment)."""
+        import os
+        import secrets
+
+        from containmentbench.pipeline.legacy import adopt_run
+
+        token = secrets.token_hex(8)
+        folders = []
+        if len(self.runs) > 1:  # the cross-model folder (Snakemake adds its logs/)
+            folders.append(writer.ensure_dir(self.dir / "cross_model", "cross-model"))
+        for data in self.runs:
+            adopt_run(run_dir(data), data)  # a run folder written before ownership records
+            folders.append(writer.ensure_dir(run_dir(data), "run"))  # analyze --out takes it
+        for d in folders:
+            writer.lock_study(d, token)
+        os.environ[writer.ENV_PIPELINE] = token
+
+    def _set_aside_backups(self) -> None:
+        """Copies Snakemake made of this study's ``update`` outputs (``.snakemake/backups/``)
+        that a killed run left: Snakemake cannot copy a folder output (the report) aside
+        again while its old copy is there, and would restore the old copy when that fails.
+        Moved to ``.snakemake/containmentbench-stale-backups/``, kept; the frozen bytes they
+        hold are in the study or its ``.replaced-<n>/`` as well."""
+        d = Path(self.dir)
+        stale = Path(".snakemake") / "backups" / (d.relative_to(d.anchor) if d.is_absolute()
+                                                  else d)
+        if stale.exists():
+            kept = writer.move_aside(stale, Path(".snakemake") / "containmentbench-stale-backups"
+                                     / self.name)
+            print(f"containmentbench: set aside Snakemake's copies of outputs left by a killed "
+                  f"run ({kept})", file=sys.stderr)
 
     def finish(self) -> None:
         """From the Snakefile's ``onsuccess`` (a real run that ran jobs): every model's
@@ -308,6 +347,39 @@ class Study:
         from containmentbench.pipeline.content import code_digest
 
         return code_digest(*LAYERS[layer])
+
+    def kept_outputs(self, rules: Any) -> list[str]:
+        """The outputs a study's manifest covers (and the manifests themselves), checked to
+        carry Snakemake's ``update`` flag; called by the Snakefile once every rule is defined.
+
+        Snakemake removes a job's outputs before the job runs and again when it fails ("since
+        they might be corrupted"): a refused ``tables`` job in a frozen study lost 14 frozen
+        files that way, with no copy in ``.replaced-<n>/``. An output flagged ``update`` is
+        neither removed before the job nor after a failure (Snakemake copies it aside and
+        copies it back when the job fails), so the verb itself decides: a frozen file is
+        replaced only with ``--force``, its old bytes moved to ``.replaced-<n>/`` and the
+        change journalled. A rule that lacks the flag on such an output stops the workflow
+        before any job (one line, exit 2). Returns the flagged outputs."""
+        from containmentbench.integrity.frozen import MANIFEST, is_covered_rel
+
+        kept, bare = [], []
+        for rule in rules:
+            for f in rule.output:
+                try:
+                    parts = Path(str(f)).relative_to(self.dir).parts
+                except ValueError:
+                    continue
+                inner = "/".join(parts[1:])  # below the run directory or cross_model/
+                if inner != MANIFEST and not is_covered_rel(inner):
+                    continue
+                (kept if f.flags.get("update") else bare).append(f"{rule.name}: {f}")
+        if bare:
+            print(f"containmentbench: error: the rule output {bare[0]} is covered by the "
+                  f"study's manifest but not flagged update() (Snakemake would delete it "
+                  f"before the job and after a failure); {len(bare)} such output(s)",
+                  file=sys.stderr)
+            raise SystemExit(2)
+        return kept
 
     # ------------------------------------------------------------------ resources
 

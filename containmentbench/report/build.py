@@ -39,7 +39,7 @@ from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
-from containmentbench.integrity import writer
+from containmentbench.integrity import frozen, reading, writer
 from containmentbench.progress import progress
 from containmentbench.report import headline as HL
 from containmentbench.report import html as H
@@ -58,17 +58,21 @@ def rollout_href(rid: str, root: str = "") -> str:
 
 
 def check_frozen(run: RunDir) -> dict[str, str]:
+    """The manifest's files of a frozen study that passes ``verify`` (its MAC with a key;
+    a missing manifest of a frozen study, an empty list of files: refused)."""
     from containmentbench.freeze.manifest import verify
+    from containmentbench.integrity.keys import load_key
 
-    path = run.path / "MANIFEST.json"
-    if not path.exists():
+    key = load_key(run.path)
+    man = reading.checked(run.path, key, require_manifest=True)
+    if man is None:
         raise BenchError("no MANIFEST.json: the study is not frozen (run freeze first)",
                          file=str(run.path))
-    problems = verify(run.path)
+    problems = verify(run.path, key)
     if problems:
         raise BenchError(f"study fails verify ({len(problems)} mismatch(es); first: "
                          f"{problems[0]}); no report written", file=str(run.path))
-    return json.loads(path.read_text())["files"]
+    return man[0]["files"]
 
 
 def _tables(run: RunDir) -> list[Path]:
@@ -137,6 +141,9 @@ class Report:
         self.out = Path(out) if out else self.run.path / "report"
         self.force = False
         self.hashes = None if before_freeze else check_frozen(self.run)
+        # before freeze, in a study frozen earlier: every shown file is the frozen one or a
+        # verb's rebuilt output on the study's chain (integrity/reading.trusted)
+        self.trust = before_freeze and frozen.root_of(self.run.path) is not None
         mp = self.run.path / "metrics" / "rollout_metrics.parquet"
         if not mp.exists():
             raise BenchError("no metrics/rollout_metrics.parquet (run metrics first)",
@@ -160,6 +167,8 @@ class Report:
     def _checked(self, p: Path) -> str:
         """sha256 of a shown file, equal to its manifest entry on a frozen study."""
         rel = p.relative_to(self.run.path).as_posix()
+        if self.trust:
+            reading.trusted(p)
         digest = sha256_file(p)
         if self.hashes is not None and self.hashes.get(rel) != digest:
             raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; not shown",

@@ -28,12 +28,20 @@ FIGURE = "headline_operating_points.png"
 def _model_headline(run: Path) -> tuple[dict | None, str]:
     """(headline.json, '') of a frozen run whose headline matches its manifest, else
     (None, why)."""
-    head, man = run / "tables" / "headline.json", run / "MANIFEST.json"
+    from containmentbench.errors import BenchError
+    from containmentbench.integrity import reading
+    from containmentbench.integrity.keys import load_key
+
+    head = run / "tables" / "headline.json"
     if not head.is_file():
         return None, "no tables/headline.json"
-    if not man.is_file():
+    try:  # the manifest checked as every reader checks it (its MAC with a key)
+        man = reading.checked(run, load_key(run), require_manifest=True)
+    except BenchError as exc:
+        return None, exc.detail
+    if man is None:
         return None, "the run is not frozen yet"
-    files = json.loads(man.read_text()).get("files", {})
+    files = man[0]["files"]
     if files.get("tables/headline.json") != sha256_file(head):
         return None, "tables/headline.json differs from the run's MANIFEST.json"
     return json.loads(head.read_text()), ""

@@ -362,3 +362,14 @@ class Writer(Defense):
     assert run_cli("defenses", "check", "intent_ledger_v2") == 0
     assert "ok: the defense passed every check" in capsys.readouterr().out
     gc.collect()
+
+
+def test_a_defense_file_that_is_a_fifo_is_refused_without_hanging(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "mine.py")
+    f = tmp_path / "defenses.yaml"
+    f.write_text("mine:\n  impl: mine.py:Mine\n")
+    assert run_cli("config", "check", "study=smoke", f"defenses_file={f}") == 2
+    err = capsys.readouterr().err
+    assert "mine.py: the defense file is a FIFO, not a regular file" in err

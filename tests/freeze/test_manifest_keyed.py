@@ -161,7 +161,12 @@ def test_an_older_manifest_restored_with_its_tables_is_recognised(keyed, tmp_pat
     assert _verify(study, capsys)[0] == 0
     for p, data in old.items():  # the old tables, figures and manifest put back
         p.write_bytes(data)
-    assert _verify(study, capsys)[0] == 0   # consistent on its own (an honest old freeze) ...
+    # this machine saw freeze 2 of the study (its record outside the folder): refused
+    rc, err = _verify(study, capsys)
+    assert rc == 1 and "is freeze 1, older than freeze 2 this machine last saw" in err
+    # elsewhere (no record) it is consistent on its own (an honest old freeze) ...
+    monkeypatch.setenv("CONTAINMENTBENCH_STATE_DIR", str(tmp_path / "another-machine"))
+    assert _verify(study, capsys)[0] == 0
     capsys.readouterr()
     rc = run_cli("verify", study, "--expect-freeze", 2)
     err = capsys.readouterr().err

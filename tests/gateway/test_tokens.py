@@ -101,3 +101,77 @@ def test_cli_decodes_tokens_and_refuses_one_signed_with_another_key(gw, tmp_path
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.txt:2" in err and "field 'token'" in err
     assert "another key" in err and not out2.exists()
+
+
+def _signed(payload: bytes) -> str:
+    """A token with the gateway's own MAC over arbitrary claims (what a key holder that
+    signs garbage, or a bug, would present)."""
+    import base64
+    import hashlib
+    import hmac
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    return f"v1.{b64(payload)}.{b64(hmac.new(KEY, payload, hashlib.sha256).digest())}"
+
+
+BAD_CLAIMS = {
+    "expiry_null": b'["alice","d1",null,"a#1",null,"n"]',
+    "expiry_1e400": b'["alice","d1",null,"a#1",1e400,"n"]',
+    "expiry_text": b'["alice","d1",null,"a#1","10","n"]',
+    "expiry_bool": b'["alice","d1",null,"a#1",true,"n"]',
+    "expiry_float": b'["alice","d1",null,"a#1",10.5,"n"]',
+    "expiry_beyond_int64": b'["alice","d1",null,"a#1",99999999999999999999999,"n"]',
+    "principal_number": b'[7,"d1",null,"a#1",10,"n"]',
+    "parent_object": b'["alice","d1",{},"a#1",10,"n"]',
+    "five_claims": b'["alice","d1",null,"a#1",10]',
+    "an_object": b'{"principal":"alice"}',
+    "not_json": b"\xff\xfe",
+    "nested": b"[" * 50_000 + b"]" * 50_000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CLAIMS))
+def test_signed_tokens_with_malformed_claims_are_refused(gw, case, tmp_path, capsys):
+    """Claims are type-checked after the MAC: a null or 1e400 expiry ended in a traceback."""
+    from containmentbench.cli.main import main
+
+    token = _signed(BAD_CLAIMS[case])
+    claims, signal = gw.authority.verify(token, principal_id="alice", agent_instance="a#1",
+                                         tick=3)
+    assert claims is None and signal == FORGED
+    assert gw.authority.claims(token) is None
+    out = _call(gw, token)
+    assert out["binding"] == "unbound" and out["integrity"] == [FORGED]
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    toks = tmp_path / "tokens.txt"
+    toks.write_text(f"{token}\n")
+    capsys.readouterr()
+    assert main(["cim", "tokens", "--key-file", str(key), "--tokens", str(toks),
+                 "--out", str(tmp_path / "claims.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tokens.txt:1" in err and "field 'token'" in err
+    assert "Traceback" not in err and not (tmp_path / "claims.json").exists()
+
+
+def test_a_tokens_file_that_is_a_fifo_or_dev_zero_is_refused(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).parent / "containmentbench")
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    for kind in ("fifo", "zero"):
+        toks = tmp_path / f"tokens-{kind}"
+        if kind == "fifo":
+            os.mkfifo(toks)
+        else:
+            toks.symlink_to("/dev/zero")
+        res = subprocess.run([cli, "cim", "tokens", "--key-file", str(key), "--tokens",
+                              str(toks)], capture_output=True, text=True, timeout=60)
+        err = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(err) == 1 and str(toks) in err[0], err

@@ -157,6 +157,11 @@ def test_report_of_unfrozen_study_is_refused(run_dir, tmp_path, capsys):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     (copy / "MANIFEST.json").unlink()
+    # the manifest's copy still says the study is frozen: a missing manifest, refused
+    assert run_cli("report", copy) == 2
+    err = capsys.readouterr().err
+    assert "MANIFEST.json is missing but the study is frozen (freeze 1" in err
+    (copy / ".frozen-manifest.json").unlink()
     assert run_cli("report", copy) == 2
     assert "not frozen" in capsys.readouterr().err
 

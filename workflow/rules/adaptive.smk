@@ -20,7 +20,7 @@ wildcard_constraints:
 
 rule adaptive_splits:
     output:
-        S.path("adaptive", "splits.json"),
+        update(S.path("adaptive", "splits.json")),
     log:
         S.path("logs", "adaptive", "splits.log"),
     params:
@@ -38,7 +38,7 @@ rule adaptive_search:
     input:
         splits=rules.adaptive_splits.output,
     output:
-        S.path("adaptive", "search", "{search}", "candidates.json"),
+        update(S.path("adaptive", "search", "{search}", "candidates.json")),
     log:
         S.path("logs", "adaptive", "search-{search}.log"),
     params:
@@ -57,7 +57,7 @@ rule adaptive_freeze_candidates:
     input:
         S.path("adaptive", "search", "{search}", "candidates.json"),
     output:
-        S.path("adaptive", "frozen", "{search}", "candidates_manifest.json"),
+        update(S.path("adaptive", "frozen", "{search}", "candidates_manifest.json")),
     log:
         S.path("logs", "adaptive", "frozen-{search}.log"),
     params:
@@ -77,7 +77,7 @@ rule adaptive_qualify:
         search=S.path("adaptive", "search", "target", "candidates.json"),
         frozen=S.path("adaptive", "frozen", "target", "candidates_manifest.json"),
     output:
-        S.path("adaptive", "qualification", "qualification.json"),
+        update(S.path("adaptive", "qualification", "qualification.json")),
     log:
         S.path("logs", "adaptive", "qualification.log"),
     params:
@@ -99,7 +99,7 @@ rule adaptive_defense_specific:
         splits=rules.adaptive_splits.output,
         qualification=rules.adaptive_qualify.output,
     output:
-        S.path("adaptive", "defense_specific", "decision.json"),
+        update(S.path("adaptive", "defense_specific", "decision.json")),
     log:
         S.path("logs", "adaptive", "defense_specific.log"),
     params:
@@ -125,7 +125,7 @@ rule adaptive_replay:
         ),
         decision=rules.adaptive_defense_specific.output,
     output:
-        S.path("adaptive", "replay.done"),
+        update(S.path("adaptive", "replay.done")),
     log:
         S.path("logs", "adaptive", "replay.log"),
     params:
@@ -144,7 +144,7 @@ rule adaptive_metrics:
     input:
         rules.adaptive_replay.output,
     output:
-        S.path("metrics", "rollout_metrics.parquet"),
+        update(S.path("metrics", "rollout_metrics.parquet")),
     log:
         S.path("logs", "metrics.log"),
     params:
@@ -163,7 +163,7 @@ rule adaptive_tables:
         metrics=rules.adaptive_metrics.output,
         qualification=rules.adaptive_qualify.output,
     output:
-        report(S.paths("tables", "{}.csv", ADAPTIVE_TABLES), category="Tables"),
+        update(report(S.paths("tables", "{}.csv", ADAPTIVE_TABLES), category="Tables")),
     log:
         S.path("logs", "adaptive", "tables.log"),
     params:
@@ -183,7 +183,7 @@ rule adaptive_audit:
     input:
         rules.adaptive_replay.output,
     output:
-        S.path("audit", "summary.json"),
+        update(S.path("audit", "summary.json")),
     log:
         S.path("logs", "audit.log"),
     params:
@@ -204,8 +204,8 @@ rule adaptive_report:
         rules.adaptive_tables.output,
         rules.adaptive_audit.output,
     output:
-        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
-               caption="../report/caption.rst"),
+        update(report(directory(S.path("report")), htmlindex="index.html",
+                      category="Study report", caption="../report/caption.rst")),
     log:
         S.path("logs", "report.log"),
     params:
@@ -224,7 +224,7 @@ rule adaptive_freeze:
         rules.adaptive_report.output,
         rules.adaptive_audit.output,
     output:
-        S.path("MANIFEST.json"),
+        update(S.path("MANIFEST.json")),
     log:
         S.path("logs", "freeze.log"),
     params:

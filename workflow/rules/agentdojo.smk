@@ -16,7 +16,7 @@ wildcard_constraints:
 
 rule adapter_qualify:
     output:
-        S.path("qualification", "{suite}.json"),
+        update(S.path("qualification", "{suite}.json")),
     log:
         S.path("logs", "qualification", "{suite}.log"),
     params:
@@ -33,8 +33,8 @@ rule adapter_rollout:
     input:
         S.path("qualification", "{stage}.json"),
     output:
-        S.path("traces", "{model}", "{defense}", "seed={seed}", "{stage}", "shard-{shard}",
-               "SHA256SUMS"),
+        update(S.path("traces", "{model}", "{defense}", "seed={seed}", "{stage}",
+                      "shard-{shard}", "SHA256SUMS")),
     log:
         S.path("logs", "rollout", "{model}", "{defense}", "seed={seed}", "{stage}",
                "shard-{shard}.log"),
@@ -60,7 +60,7 @@ rule adapter_metrics:
     input:
         A.rule_shard_outputs(S),
     output:
-        S.path("metrics", "rollout_metrics.parquet"),
+        update(S.path("metrics", "rollout_metrics.parquet")),
     log:
         S.path("logs", "metrics.log"),
     params:
@@ -78,7 +78,7 @@ rule adapter_parity:
     input:
         A.rule_shard_outputs(S),
     output:
-        S.path("adapter", "parity.json"),
+        update(S.path("adapter", "parity.json")),
     log:
         S.path("logs", "parity.log"),
     params:
@@ -96,7 +96,7 @@ rule adapter_analysis:
         metrics=rules.adapter_metrics.output,
         parity=rules.adapter_parity.output,
     output:
-        S.path("analysis.json"),
+        update(S.path("analysis.json")),
     log:
         S.path("logs", "analysis.log"),
     params:
@@ -114,7 +114,7 @@ rule adapter_screen:
     input:
         S.path("qualification", "{suite}.json"),
     output:
-        S.path("qualification", "screen", "{suite}", "screen.json"),
+        update(S.path("qualification", "screen", "{suite}", "screen.json")),
     log:
         S.path("logs", "qualification", "screen-{suite}.log"),
     params:
@@ -143,7 +143,7 @@ rule adapter_table20:
             allow_missing=True,
         ),
     output:
-        S.path("tables", "table20_agentdojo_qualification.csv"),
+        update(S.path("tables", "table20_agentdojo_qualification.csv")),
     log:
         S.path("logs", "table20.log"),
     params:
@@ -163,7 +163,7 @@ rule adapter_audit:
     input:
         A.rule_shard_outputs(S),
     output:
-        S.path("audit", "summary.json"),
+        update(S.path("audit", "summary.json")),
     log:
         S.path("logs", "audit.log"),
     params:
@@ -184,8 +184,8 @@ rule adapter_report:
         rules.adapter_audit.output,
         analysis=rules.adapter_analysis.output,
     output:
-        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
-               caption="../report/caption.rst"),
+        update(report(directory(S.path("report")), htmlindex="index.html",
+                      category="Study report", caption="../report/caption.rst")),
     log:
         S.path("logs", "report.log"),
     params:
@@ -205,7 +205,7 @@ rule adapter_freeze:
         rules.adapter_report.output,
         rules.adapter_audit.output,
     output:
-        S.path("MANIFEST.json"),
+        update(S.path("MANIFEST.json")),
     log:
         S.path("logs", "freeze.log"),
     params:

@@ -10,7 +10,7 @@ rule sensitivity:
     input:
         metrics=rules.metrics.output,
     output:
-        S.path("analysis", "sensitivity.json"),
+        update(S.path("analysis", "sensitivity.json")),
     log:
         S.path("logs", "sensitivity.log"),
     params:
@@ -29,7 +29,7 @@ rule bootstrap:
     input:
         metrics=rules.metrics.output,
     output:
-        S.path("analysis", "bootstrap.json"),
+        update(S.path("analysis", "bootstrap.json")),
     log:
         S.path("logs", "bootstrap.log"),
     params:
@@ -51,9 +51,9 @@ rule tables:
         sensitivity=rules.sensitivity.output,
         bootstrap=rules.bootstrap.output,
     output:
-        S.path("analysis.json"),
-        tables=report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables"),
-        figures=report(S.figures(), category="Figures"),
+        update(S.path("analysis.json")),
+        tables=update(report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables")),
+        figures=update(report(S.figures(), category="Figures")),
     log:
         S.path("logs", "analysis.log"),
     params:

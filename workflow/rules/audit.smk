@@ -8,7 +8,7 @@ rule audit:
     input:
         S.all_shard_outputs(),
     output:
-        S.path("audit", "summary.json"),
+        update(S.path("audit", "summary.json")),
     log:
         S.path("logs", "audit.log"),
     params:

@@ -8,7 +8,7 @@ rule cross_model:
         # each model frozen first: the report shows each verified headline side by side
         frozen=expand(S.path("MANIFEST.json"), model=S.models),
     output:
-        S.study_path("cross_model", "MANIFEST.json"),
+        update(S.study_path("cross_model", "MANIFEST.json")),
     log:
         S.study_path("cross_model", "logs", "cross_model.log"),
     params:

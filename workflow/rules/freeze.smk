@@ -4,7 +4,7 @@ rule freeze:
         rules.report.output,
         rules.audit.output,
     output:
-        S.path("MANIFEST.json"),
+        update(S.path("MANIFEST.json")),
     log:
         S.path("logs", "freeze.log"),
     params:

@@ -2,7 +2,7 @@ rule metrics:
     input:
         S.all_shard_outputs(),
     output:
-        S.path("metrics", "rollout_metrics.parquet"),
+        update(S.path("metrics", "rollout_metrics.parquet")),
     log:
         S.path("logs", "metrics.log"),
     params:

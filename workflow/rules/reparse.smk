@@ -2,8 +2,8 @@ rule reparse:
     input:
         S.all_shard_outputs(),
     output:
-        summary=S.path("reparse", "summary.json"),
-        actions=S.path("reparse", "reparse.parquet"),
+        summary=update(S.path("reparse", "summary.json")),
+        actions=update(S.path("reparse", "reparse.parquet")),
     log:
         S.path("logs", "reparse.log"),
     params:

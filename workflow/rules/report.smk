@@ -9,8 +9,8 @@ rule cases:
         metrics=rules.metrics.output,
         analysis=rules.tables.output[0],
     output:
-        tables=report(S.paths("tables", "{}.csv", CASE_TABLES), category="Case studies"),
-        steps=S.path("tables", "case_studies_steps.json"),
+        tables=update(report(S.paths("tables", "{}.csv", CASE_TABLES), category="Case studies")),
+        steps=update(S.path("tables", "case_studies_steps.json")),
     log:
         S.path("logs", "cases.log"),
     params:
@@ -29,8 +29,8 @@ rule report:
         rules.audit.output,
         analysis=rules.tables.output[0],
     output:
-        report(directory(S.path("report")), htmlindex="index.html", category="Study report",
-               caption="../report/caption.rst"),
+        update(report(directory(S.path("report")), htmlindex="index.html",
+                      category="Study report", caption="../report/caption.rst")),
     log:
         S.path("logs", "report.log"),
     params:
