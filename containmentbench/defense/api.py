@@ -30,6 +30,7 @@ both, with the deciding layer of a stack, in the trace.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -305,7 +306,9 @@ class Defense:
         return implemented_hooks(type(self))
 
 
+@functools.lru_cache(maxsize=256)
 def implemented_hooks(cls: type) -> tuple[str, ...]:
+    """The hooks a class overrides (asked at every step of every rollout: computed once)."""
     return tuple(h for h in HOOKS if getattr(cls, h, None) is not getattr(Defense, h))
 
 
@@ -349,16 +352,21 @@ def check_assumptions(declared: Any, where: str) -> frozenset[str]:
 # ---------------------------------------------------------------------- result checks
 
 
+_SCALAR = frozenset({str, bool, int, type(None)})
+
+
 def _json_ok(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool, int)):
+    """A JSON value (exact types first: every decision of every rollout is checked)."""
+    t = type(value)
+    if t in _SCALAR:
         return True
-    if isinstance(value, float):
+    if t is float:
         return math.isfinite(value)
-    if isinstance(value, (list, tuple)):
-        return all(_json_ok(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _json_ok(v) for k, v in value.items())
-    return False
+    if t is list or t is tuple:
+        return not value or all(_json_ok(v) for v in value)
+    if t is dict or isinstance(value, Mapping):
+        return not value or all(type(k) is str and _json_ok(v) for k, v in value.items())
+    return isinstance(value, (str, int))  # a subclass (an enum of str, a bool)
 
 
 def _rule(result: Any) -> str | None:

@@ -261,7 +261,8 @@ class RolloutState:
         self.tasks: list[str] = list(tasks)
         self.session = 1
         self.agents = tuple(agents)
-        self.tools = MappingProxyType(dict(tools))
+        self.tools = tools if isinstance(tools, MappingProxyType) else \
+            MappingProxyType(dict(tools))
         self.knowledge = knowledge
         self.trace = TraceView()
         self.channels: dict[str, str] = {}

@@ -23,6 +23,7 @@ row, never as an outcome (never a block).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ from containmentbench.defense.api import (
     ALLOW,
     BLOCK,
     CONFIRM,
+    HOOKS,
     PASS,
     REWRITE,
     ROLLBACK,
@@ -45,6 +47,7 @@ from containmentbench.defense.api import (
     HookError,
     OutputVerdict,
     TaskPlan,
+    implemented_hooks,
     malformed,
 )
 from containmentbench.defense.context import (
@@ -57,7 +60,7 @@ from containmentbench.defense.context import (
     ToolCall,
     ToolOutput,
 )
-from containmentbench.defense.watch import hook_call
+from containmentbench.defense.watch import enter_hook, leave_hook
 
 _RANK = {ALLOW: 0, REWRITE: 1, CONFIRM: 2, BLOCK: 3}
 
@@ -112,6 +115,12 @@ class _LayerModel:
         return self._call(self._layer, messages, max_tokens)
 
 
+@functools.lru_cache(maxsize=256)
+def _hook_map(classes: tuple[type, ...]) -> dict[str, list[int]]:
+    """For each hook, the layers (indexes) whose class implements it (once per stack)."""
+    return {h: [i for i, c in enumerate(classes) if h in implemented_hooks(c)] for h in HOOKS}
+
+
 @dataclass
 class DefenseHost:
     layers: tuple[Defense, ...]
@@ -120,9 +129,11 @@ class DefenseHost:
     model: ModelCaller | None = None
     contexts: tuple[DefenseContext, ...] = field(init=False)
     costs: dict[str, LayerCost] = field(init=False)
+    _hooks: dict[str, list[int]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.costs = {d.label: LayerCost() for d in self.layers}
+        self._hooks = _hook_map(tuple(type(d) for d in self.layers))
         ctxs = []
         for d in self.layers:
             svc: ModelService | None = None
@@ -138,7 +149,7 @@ class DefenseHost:
         return tuple(d.label for d in self.layers)
 
     def has(self, hook: str) -> bool:
-        return any(hook in d.hooks for d in self.layers)
+        return bool(self._hooks[hook])
 
     @property
     def guidance(self) -> str | None:
@@ -154,8 +165,11 @@ class DefenseHost:
         cost = self.costs[d.label]
         t0 = time.perf_counter()
         try:
-            with hook_call(d.label, hook, self.where):
+            mark = enter_hook(d.label, hook, self.where)
+            try:
                 out = getattr(d, hook)(*args, self.contexts[i])
+            finally:
+                leave_hook(mark)
         except HookError:
             raise
         except Exception as exc:  # a defense's own bug: an error row, never an outcome
@@ -175,7 +189,7 @@ class DefenseHost:
         return out
 
     def _with(self, hook: str) -> list[int]:
-        return [i for i, d in enumerate(self.layers) if hook in d.hooks]
+        return self._hooks[hook]
 
     # ------------------------------------------------------------------ the hooks
 

@@ -6,7 +6,7 @@ reach around it: walk the interpreter's frames or objects to the runtime that ho
 scenario record, or open the suite's files. Python raises an audit event for each of these
 (``sys._getframe``, ``gc.get_objects``, ``open`` ...); the watcher records those that happen
 inside a hook, with the defense, the hook and the scenario, and so do writes and network or
-process calls a hook should not make. The host marks every hook call (:func:`hook_call`), a
+process calls a hook should not make. The host marks every hook call (:func:`enter_hook`), a
 context variable set and reset, so watching costs nothing when no watcher is installed.
 """
 
@@ -38,13 +38,14 @@ _BENIGN_CALLERS = ("logging", "warnings", "typing", "dataclasses", "enum", "insp
                    "importlib", "encodings", "codecs", "re", "contextlib")
 
 
-@contextmanager
-def hook_call(layer: str, hook: str, where: str) -> Iterator[None]:
-    token = _CURRENT.set((layer, hook, where))
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+def enter_hook(layer: str, hook: str, where: str) -> contextvars.Token[Any]:
+    """Mark a hook call (what the watcher reports it under); :func:`leave_hook` ends it.
+    A plain set and reset: the host calls this at every hook of every rollout."""
+    return _CURRENT.set((layer, hook, where))
+
+
+def leave_hook(token: contextvars.Token[Any]) -> None:
+    _CURRENT.reset(token)
 
 
 @dataclass

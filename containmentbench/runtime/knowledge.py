@@ -10,6 +10,7 @@ with the benchmark.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from containmentbench.defense.context import (
@@ -29,7 +30,7 @@ from containmentbench.scenarios.secrets import Secret, leaks_with, secrets_of
 _VISIBILITY = tuple(sorted(VISIBILITY_ORDER, key=VISIBILITY_ORDER.__getitem__))
 
 
-def tool_infos(memory_high_risk: bool) -> dict[str, ToolInfo]:
+def tool_infos(memory_high_risk: bool) -> Mapping[str, ToolInfo]:
     """The sandbox's tools as a deployment declares them (HighRisk(q), §4.4)."""
     return _TOOL_INFOS[memory_high_risk]
 
@@ -45,7 +46,7 @@ def _infos(memory_high_risk: bool) -> dict[str, ToolInfo]:
     return out
 
 
-_TOOL_INFOS = {flag: _infos(flag) for flag in (False, True)}
+_TOOL_INFOS = {flag: MappingProxyType(_infos(flag)) for flag in (False, True)}
 
 
 class ScenarioLedger:
@@ -143,8 +144,24 @@ def agents_of(s: Scenario) -> tuple[AgentInfo, ...]:
     return tuple(AgentInfo(str(a["id"]), str(a["role"])) for a in s.agents)
 
 
+_PARTS: dict[tuple[str, str], tuple[Scenario, tuple[Any, ...]]] = {}
+
+
+def _parts(s: Scenario) -> tuple[Any, ...]:
+    """A scenario's read-only parts of a defense's state (agents, tools, knowledge), built
+    once per scenario object: every rollout of it (each defense and seed) shares them."""
+    hit = _PARTS.get((s.suite, s.id))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    parts = (agents_of(s), tool_infos(s.memory_high_risk), knowledge_of(s))
+    if len(_PARTS) > 4096:
+        _PARTS.clear()
+    _PARTS[(s.suite, s.id)] = (s, parts)
+    return parts
+
+
 def scenario_state(s: Scenario) -> RolloutState:
     """The defense-side state of a rollout of ``s`` at its start (what the runtime builds;
     a defense's unit tests and ``defenses check`` build contexts over it)."""
-    return RolloutState([s.goals[0]], agents_of(s), tool_infos(s.memory_high_risk),
-                        knowledge_of(s))
+    agents, tools, knowledge = _parts(s)
+    return RolloutState([s.goals[0]], agents, tools, knowledge)
