@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,9 +160,15 @@ def main() -> int:
 
     print("5. final tables byte-identical to the local run", flush=True)
     compared = 0
+    # wall-clock tables (the defense hooks' measured time) are declared by the study itself in
+    # analysis.json; reproduce and freeze leave them out of byte comparisons, and so does this
+    study_dir = local / "smoke" / MODEL
+    wall_clock = set(json.loads((study_dir / "analysis.json").read_text()).get("wall_clock", []))
     for sub in ("tables", "figures", "metrics", "reparse"):
-        for a in sorted((local / "smoke" / MODEL / sub).rglob("*")):
+        for a in sorted((study_dir / sub).rglob("*")):
             if a.is_dir() or a.suffix in (".png", ".pdf"):
+                continue
+            if a.relative_to(study_dir).as_posix() in wall_clock:
                 continue
             b = slurm / "smoke" / MODEL / a.relative_to(local / "smoke" / MODEL)
             if not b.exists() or a.read_bytes() != b.read_bytes():
