@@ -118,9 +118,14 @@ def synthetic(n_rows: int, path: Path, seed: int = 7) -> None:
         (pl.col("invalid_tool_rate") * pl.col("n_model_calls")).floor()
         .cast(pl.Int64).alias("n_invalid_tool"),
         pl.lit(0, pl.Int64).alias("n_truncated"))
-    # columns the schema gained after this generator was written: all null
-    df = df.with_columns(pl.Series(f.name, pa.nulls(n, f.type)) for f in METRICS
-                         if f.name not in df.columns)
+    # columns the schema gained after this generator was written: all null, except the
+    # non-nullable ones, which take their default (every rollout offered all tools)
+    df = df.with_columns(pl.lit("all").alias("tools_offered"))
+    missing = [f for f in METRICS if f.name not in df.columns]
+    required = [f.name for f in missing if not f.nullable]
+    if required:
+        raise ValueError(f"synthetic metrics: no value for the non-nullable column(s) {required}")
+    df = df.with_columns(pl.Series(f.name, pa.nulls(n, f.type)) for f in missing)
     table = df.select(METRICS.names).to_arrow().cast(METRICS)
     import pyarrow.parquet as pq
     pq.write_table(table, path, compression="zstd")

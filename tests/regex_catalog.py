@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from containmentbench import escape
 from containmentbench.attacks import follow, funnel, mutation
 from containmentbench.audit import canary, carry, evidence, judge
-from containmentbench.integrity import paths
+from containmentbench.cim import otlp_shape
+from containmentbench.integrity import paths, reading
 from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
@@ -151,6 +152,11 @@ USES: tuple[Use, ...] = (
         ("a@b.c", "a@", ".@b.c", "a.a.a", "em-1")),
     _s(literal, "_CANARY", "cb-canary-", "cb-canary-0", "cb-canary-0a"),
     _s(literal, "_QUOTED", '"', '"a', '"a b"', '""'),
+    # hostile files a verb reads: an OTLP export's ids, a manifest's digests (fullmatch)
+    Use("containmentbench.cim.otlp_shape._HEX", otlp_shape._HEX,
+        lambda t: int(otlp_shape._HEX.fullmatch(t) is not None), ("0", "0a", "g", "0-")),
+    Use("containmentbench.integrity.reading._SHA", reading._SHA,
+        lambda t: int(reading._SHA.fullmatch(t) is not None), ("0" * 63, "0" * 64, "g")),
 )
 
 # Modules that import ``re`` on text that is neither benchmark nor model text.
