@@ -11,6 +11,13 @@
     r.headline   # tables/headline.json: the findings and the sentences
     r.table("table12_claim_critical")   # any table of tables/ as a frame
 
+    results.compare(r, "taint_only_v1", "structured_guard", "committed_harm", "security")
+
+``compare`` gives any paired comparison on demand (eq. 12, §6.5), with the run's own
+analysis settings, as one record in the vocabulary of ``results.parquet`` (``estimate`` = b - a,
+``ci_low``/``ci_high`` its scenario-cluster interval, ``n`` pairs, ``n_clusters``):
+``analysis/on_demand.py``.
+
 A run directory is ``results/<study>/<model>/``; ``runs(study_dir)`` lists them. The traces
 are many Parquet files, one set per shard (``traces/<model>/<defense>/seed=<s>/<stage>/
 shard-<k>/``, each folder with a ``SHA256SUMS`` sidecar that is not Parquet): ``events`` and
@@ -94,6 +101,11 @@ class Study:
     def headline(self) -> dict[str, Any]:
         return json.loads(self._bytes("tables/headline.json"))
 
+    @cached_property
+    def analysis(self) -> dict[str, Any]:
+        """``analysis.json``: what ``analyze`` computed and the settings it used."""
+        return json.loads(self._bytes("analysis.json"))
+
     def table(self, name: str) -> pl.DataFrame:
         """``tables/<name>.parquet`` (or ``figures/<name>.parquet`` for a figure source)."""
         from containmentbench.integrity.paths import check_name
@@ -137,6 +149,26 @@ class Study:
 def load(path: str | Path, require_frozen: bool = False) -> Study:
     """The results of the run directory ``path`` (``results/<study>/<model>/``)."""
     return Study(path, require_frozen)
+
+
+def compare(run: Study | str | Path, a: str, b: str, metric: str, stage: str = "all"
+            ) -> dict[str, Any]:
+    """Defense ``b`` against defense ``a`` on ``metric`` in ``stage`` (``all``: every stage
+    where the metric is defined) for the run ``run`` (a loaded :class:`Study` or a run
+    directory): the paired delta b - a over (scenario, model, seed) pairs (eq. 12) with its
+    scenario-cluster and pair 95% intervals (§6.5) and the paired win rate, resampled with the
+    run's own analysis settings, so a configured pair gives its Table 12/25 numbers. One
+    record: ``estimate``, ``ci_low``, ``ci_high`` (cluster), ``pair_ci_low``,
+    ``pair_ci_high``, ``n`` (pairs), ``n_clusters``, ``win_rate``, ``sim_agent``, ...
+    An unknown defense, metric or stage is a one-line ``BenchError``."""
+    from containmentbench.analysis.on_demand import comparison
+
+    study = run if isinstance(run, Study) else load(run)
+    cfg = study.analysis.get("config")
+    if not isinstance(cfg, dict):
+        raise BenchError("analysis.json has no analysis config (run analyze first)",
+                         file=str(study.path / "analysis.json"), field="config")
+    return comparison(study.metrics, cfg, a, b, metric, stage)
 
 
 def runs(study: str | Path) -> list[Path]:

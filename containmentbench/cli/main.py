@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "sensitivity",
          "bootstrap", "analyze", "freeze", "verify", "reproduce", "status", "cim", "config",
          "show", "cases", "report", "cross_model", "audit", "adapters", "search", "headline",
-         "list", "defenses")
+         "list", "defenses", "compare")
 
 
 def _invoked_verb(argv: Sequence[str]) -> str | None:
