@@ -1,6 +1,7 @@
 """``containmentbench status study=NAME [key=value ...]``: every step of each model's chain
 (rollouts, reparse, metrics, analysis, tables, cases, audit, report, freeze) with done,
-outdated or pending, the shards done, stale, errored, failed, missing and corrupt, and the
+outdated or pending, the shards done, stale, errored, failed (stopped on an error),
+interrupted (stopped without one: Ctrl-C, kill, time limit), missing and corrupt, and the
 shards on disk that the study no longer lists."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from containmentbench.cli import study_args
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="every step of a study's chain per model (done, "
                                       "outdated, pending) and its shards: done, stale, "
-                                      "errored, failed, missing, corrupt")
+                                      "errored, failed, interrupted, missing, corrupt")
     study_args.add(p)
     p.add_argument("--json", action="store_true",
                    help="print the shard states (and the steps) as JSON")
@@ -57,7 +58,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {len(st[DROPPED])} shard(s) on disk are no longer part of the study "
                   f"(not in its metrics; the next run moves them to retired/)")
         if args.list:
-            for k in ("corrupt", "stale", "errored", "failed", "missing", DROPPED):
+            for k in ("corrupt", "stale", "errored", "failed", "interrupted", "missing",
+                      DROPPED):
                 for sid in st[k]:
-                    print(f"  {k:8} {sid}")
+                    print(f"  {k:11} {sid}")
     return 0

@@ -1,4 +1,4 @@
-"""Shard status of one model's run: done, errored, failed, missing and corrupt.
+"""Shard status of one model's run: done, errored, failed, interrupted, missing and corrupt.
 
 * done: the shard folder holds ``SHA256SUMS`` and every file matches it;
 * stale: finished and intact, but written under another shard key (the model, backend,
@@ -7,8 +7,13 @@
   run moves it to ``quarantine/`` and redoes it);
 * errored: the last run of the shard ended with more provider errors than
   ``study.max_error_rate`` allows (no ``SHA256SUMS`` was written; a rerun redoes it);
-* failed: not done, and a run was attempted (a temporary folder a killed job left behind, a
-  rollout log of its job, or an earlier corrupt copy in quarantine);
+* failed: not done, and the last run of its job stopped on an error of its own: the job's
+  log ends in the CLI's one-line error (``containmentbench: error: ...``) or a traceback;
+* interrupted: not done, and a run was attempted that stopped without an error of its own
+  (a temporary folder a killed job left behind, a job log without an error -- Ctrl-C, kill,
+  a time limit, a lost node -- or an earlier corrupt copy in quarantine); a rerun redoes it
+  (it was listed as ``failed`` before, which sent users looking for an error that was not
+  there);
 * missing: never attempted.
 
 Besides the plan's shards, ``dropped`` lists the finished shard folders under ``traces/`` that
@@ -34,12 +39,19 @@ from containmentbench.pipeline.plan import (
 )
 from containmentbench.trace.io import CHECKSUMS, shard_dirs, verify_shard
 
-STATES = ("done", "stale", "errored", "failed", "missing", "corrupt")
+STATES = ("done", "stale", "errored", "failed", "interrupted", "missing", "corrupt")
+#: how much of the end of a job log is read for its error (the error is its last lines)
+LOG_TAIL = 64 << 10
+#: what a job that stopped on its own error leaves at the end of its log (cli/main.py prints
+#: the first for every handled error, Python the second for any other)
+ERROR_MARKS = ("containmentbench: error:", "Traceback (most recent call last):")
 #: not a state of a planned shard: finished folders under traces/ the plan does not list
 DROPPED = "dropped"
 
 
-def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> str:
+def shard_status(data: dict[str, Any], s: Shard, job_logged: bool | str = False) -> str:
+    """The state of shard ``s`` (``STATES``). ``job_logged``: whether its job has a rollout
+    log, or that log's outcome (``failed`` or ``interrupted``, :func:`_job_outcome`)."""
     root = run_dir(data)
     d = root / "traces" / s.id
     if (d / CHECKSUMS).exists():
@@ -48,11 +60,13 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool = False) -> st
         return "done" if _key_of(d) in (None, shard_key(data, s)) else "stale"
     if errored_marker(data, s).exists():
         return "errored"
-    attempted = job_logged
+    if job_logged == "failed":
+        return "failed"
+    attempted = bool(job_logged)
     attempted |= any(d.parent.glob(f".{d.name}.tmp-*")) if d.parent.exists() else False
     attempted |= (root / "quarantine").exists() and any(
         (root / "quarantine").glob(f"{s.id}.*"))
-    return "failed" if attempted else "missing"
+    return "interrupted" if attempted else "missing"
 
 
 def stale_reasons(data: dict[str, Any], shard_ids: list[str]) -> dict[str, list[str]]:
@@ -96,12 +110,30 @@ def _key_of(d: Path) -> str | None:
         return None
 
 
-def _logged(data: dict[str, Any], j: Job) -> bool:
-    """A rollout log of the job, of any marker generation (``<job>[.redo-<n>].log``)."""
+def _job_log(data: dict[str, Any], j: Job) -> Path | None:
+    """The newest rollout log of the job, of any marker generation (``<job>[.redo-<n>].log``)."""
     logs = run_dir(data) / "logs" / "rollout"
-    return logs.is_dir() and any(
-        p.name == f"{j.name}.log" or p.name.startswith(f"{j.name}.redo-")
-        for p in logs.iterdir())
+    if not logs.is_dir():
+        return None
+    found = [p for p in logs.iterdir() if p.suffix == ".log" and (
+        p.name == f"{j.name}.log" or p.name.startswith(f"{j.name}.redo-"))]
+    return max(found, key=lambda p: (p.stat().st_mtime_ns, p.name)) if found else None
+
+
+def _job_outcome(data: dict[str, Any], j: Job) -> str | bool:
+    """``failed`` when the job's newest log ends on an error of its own (:data:`ERROR_MARKS`
+    in its last :data:`LOG_TAIL` bytes), ``interrupted`` when it has a log without one,
+    False without a log."""
+    log = _job_log(data, j)
+    if log is None:
+        return False
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - LOG_TAIL))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return "interrupted"
+    return "failed" if any(m in tail for m in ERROR_MARKS) else "interrupted"
 
 
 def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
@@ -109,7 +141,7 @@ def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {k: [] for k in STATES}
     planned = set()
     for j in jobs(data):
-        logged = _logged(data, j)
+        logged = _job_outcome(data, j)
         for s in j.shards:
             planned.add(s.id)
             out[shard_status(data, s, logged)].append(s.id)
