@@ -6,7 +6,8 @@
 #       model=qwen2_5_7b_instruct                                    (Slurm, vLLM)
 #   snakemake reproduce --cores 2 --config study=full_main           (tables from cached traces)
 # Every --config key is a Hydra override (the same strings as `containmentbench status
-# study=... key=value`); a dotted key goes inside 'overrides=[study.seeds=[1],...]'.
+# study=... key=value`); a dotted key goes inside 'overrides=[study.seeds=[1],...]', or say
+# `containmentbench run study=NAME study.seeds=[1] ...`, which takes them as written.
 #
 # The study is composed with Hydra (config/) and validated before anything runs; path and
 # shard logic live in containmentbench.pipeline (unit-tested), every rule calls the CLI.

@@ -27,6 +27,8 @@ def cmd_headline(args: argparse.Namespace) -> int:
     from containmentbench.report.summary import run_text, verified_doc
 
     dirs = study_args.run_dirs(args.target, "headline")
+    for line in study_args.config_drift(args.target):
+        print(f"containmentbench: {line}", file=sys.stderr)
     for i, d in enumerate(dirs):
         out = (json.dumps(verified_doc(d), indent=2, ensure_ascii=False) + "\n"
                if args.json else run_text(d))

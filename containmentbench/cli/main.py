@@ -16,16 +16,70 @@ from containmentbench.errors import BenchError
 
 
 class _Parser(argparse.ArgumentParser):
+    #: the command line being parsed (set by :func:`_main`), for the hint after an error
+    argv: Sequence[str] = ()
+
     def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{_hint(self.argv, message)}\n")
 
 
+def _hint(argv: Sequence[str], message: str) -> str:
+    """The right form after a usage error a newcomer makes: ``--study NAME`` where a verb
+    takes ``study=NAME`` (``show`` takes its run directory as ``--run-dir``)."""
+    if "unrecognized arguments" not in message or "--study" not in argv:
+        return ""
+    verb = next((a for a in argv if not a.startswith("-")), "VERB")
+    if verb == "show":
+        return "; show takes the run directory as --run-dir RUN_DIR"
+    i = list(argv).index("--study")
+    name = argv[i + 1] if i + 1 < len(argv) and "=" not in argv[i + 1] else "NAME"
+    return f"; say the study as study={name} (e.g. containmentbench {verb} study={name})"
+
+
+#: the verbs in the groups ``--help`` shows them in, a newcomer's first: a group's title, then
+#: its verbs (module names: ``cross_model`` is the verb ``cross-model``)
+GROUPS = (
+    ("start here", ("run", "headline", "status", "compare", "report", "list")),
+    ("inspect", ("show", "verify", "config", "defenses", "cases", "scenarios")),
+    ("pipeline steps (each a Snakemake rule calls)",
+     ("rollout", "reparse", "metrics", "sensitivity", "bootstrap", "analyze", "freeze",
+      "reproduce", "cross_model")),
+    ("research", ("audit", "cim", "adapters", "search", "replay", "parse")),
+)
 # verb modules, each exposing register(subparsers); imported lazily so `--help` stays fast
 # and heavy optional packages are only touched by the verbs that need them.
-VERBS = ("scenarios", "replay", "rollout", "parse", "reparse", "metrics", "sensitivity",
-         "bootstrap", "analyze", "freeze", "verify", "reproduce", "status", "cim", "config",
-         "show", "cases", "report", "cross_model", "audit", "adapters", "search", "headline",
-         "list", "defenses", "compare")
+VERBS = tuple(v for _, verbs in GROUPS for v in verbs)
+
+
+class _TopParser(_Parser):
+    """``containmentbench --help``: the verbs under their groups (argparse lists them flat)."""
+
+    def format_help(self) -> str:
+        fmt = self._get_formatter()
+        fmt.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        fmt.add_text(self.description)
+        text = fmt.format_help()
+        helps = {a.dest: a.help or "" for a in self._subparsers._group_actions[0]._choices_actions} \
+            if self._subparsers else {}
+        import shutil
+        import textwrap
+
+        width = max(60, min(100, shutil.get_terminal_size().columns)) - 2
+        for title, verbs in GROUPS:
+            text += f"\n{title}:\n"
+            for v in verbs:
+                name = v.replace("_", "-")
+                if name not in helps:
+                    continue
+                body = textwrap.wrap(helps[name] % {} if "%" in helps[name] else helps[name],
+                                     width - 16) or [""]
+                text += f"  {name:<13} {body[0]}\n"
+                text += "".join(f"{'':16}{line}\n" for line in body[1:])
+        text += ("\noptions:\n  -h, --help     show this help message and exit\n"
+                 "  --version      show the version and exit\n\n"
+                 "containmentbench VERB --help shows a verb's own options. A study is said the "
+                 "same way everywhere: study=NAME key=value ... (Hydra overrides).\n")
+        return text
 
 
 def _invoked_verb(argv: Sequence[str]) -> str | None:
@@ -45,7 +99,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     stacks) would add a fixed cost to every one of them."""
     import importlib
 
-    p = _Parser(prog="containmentbench",
+    p = _TopParser(prog="containmentbench",
                 description="Trace-based evaluation of post-injection containment.")
     p.add_argument("--version", action="version", version=f"containmentbench {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
@@ -97,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     parser = build_parser(_invoked_verb(argv))
+    _Parser.argv = tuple(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)

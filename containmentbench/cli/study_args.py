@@ -82,12 +82,54 @@ def run_dirs(tokens: list[str], verb: str) -> list[Path]:
     dirs = [run_dir(d) for d in runs(tokens, verb)]
     missing = [d for d in dirs if not d.is_dir()]
     if missing:
-        study = [t for t in tokens if t.startswith("study=")]
-        rest = [t for t in tokens if not t.startswith("study=")]
-        cmd = " ".join([*study, *([f"'overrides=[{','.join(rest)}]'"] if rest else [])])
-        raise BenchError(f"the study has not run yet: no {missing[0]} (run it: snakemake "
-                         f"--cores 2 --config {cmd})", file=str(missing[0]))
+        import shlex
+
+        raise BenchError(f"the study has not run yet: no {missing[0]} (run it: "
+                         f"containmentbench run {shlex.join(tokens)})", file=str(missing[0]))
     return dirs
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}
+
+
+def config_drift(tokens: list[str], limit: int = 3) -> list[str]:
+    """When the overrides compose another config than the one a run directory was made
+    with (its ``config.yaml``): one warning line per such run, naming the first ``limit``
+    differing keys with the run's and the composed value. ``headline study=smoke`` after a
+    run with ``study.seeds=[1]`` prints the one-seed run's numbers; this says so. A run
+    directory given as a path, or a run without ``config.yaml``, gives none."""
+    import json
+
+    if not tokens or "=" not in tokens[0]:
+        return []
+    from containmentbench.config.compose import read_resolved
+    from containmentbench.pipeline.plan import run_dir
+
+    out = []
+    for data in runs(tokens, "headline"):
+        path = run_dir(data) / "config.yaml"
+        if not path.is_file():
+            continue
+        def norm(d: dict[str, Any]) -> dict[str, Any]:
+            keep = {k: v for k, v in d.items() if k != "results_dir"}
+            return _flat(json.loads(json.dumps(keep, sort_keys=True, default=str)))
+        was, now = norm(read_resolved(path)), norm(data)
+        diff = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k))
+        if not diff:
+            continue
+        shown = "; ".join(f"{k} {json.dumps(was.get(k))} in the run, "
+                          f"{json.dumps(now.get(k))} composed now" for k in diff[:limit])
+        more = f" (and {len(diff) - limit} more)" if len(diff) > limit else ""
+        out.append(f"warning: {run_dir(data)} was run with other settings than "
+                   f"{' '.join(tokens)} composes now: {shown}{more}; these are the run's "
+                   f"numbers (say the run's overrides, or give the run directory)")
+    return out
 
 
 def cross_dir(tokens: list[str]) -> Path | None:

@@ -149,7 +149,7 @@ function render() {
       a.className = "rollout-link"; td.appendChild(a);
     } else {
       td.textContent = id;
-      td.title = "no trace page here: containmentbench show " + id + " --study RUN_DIR, or containmentbench report RUN_DIR --serve";
+      td.title = "no trace page here: containmentbench show " + id + " --run-dir RUN_DIR, or containmentbench report RUN_DIR --serve";
     }
     tr.appendChild(td);
     ["defense", "stage", "scenario", "seed", "outcome"].forEach(function (c) { cell(tr, val(r, c)); });

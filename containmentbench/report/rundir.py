@@ -103,7 +103,7 @@ class RunDir:
 
 def find_run_dir(rollout_id: str, study: str | Path | None,
                  results: str | Path = "results") -> RunDir:
-    """The run directory holding ``rollout_id``: ``--study`` when given, otherwise the one run
+    """The run directory holding ``rollout_id``: ``--run-dir`` when given, otherwise the one run
     directory below ``results/`` that holds it."""
     if study is not None:
         run = RunDir(study)
@@ -123,4 +123,4 @@ def find_run_dir(rollout_id: str, study: str | Path | None,
         if run.has(rollout_id):
             return run
     raise BenchError(f"unknown rollout id '{rollout_id}' (no run directory below {root} "
-                     "holds it; pass --study DIR)", file=str(root))
+                     "holds it; pass --run-dir DIR)", file=str(root))

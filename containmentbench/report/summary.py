@@ -28,14 +28,29 @@ def verified_doc(run: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def seeds_line(run: Path) -> str:
+    """The seeds the run was made with (``study.seeds`` of its ``config.yaml``), as a line:
+    a headline of one seed must not read as the study's full design."""
+    from containmentbench.config.compose import read_resolved
+
+    path = run / "config.yaml"
+    if not path.is_file():
+        return ""
+    seeds = read_resolved(path)["study"].get("seeds") or []
+    n = len(seeds)
+    return (f"seeds: {', '.join(map(str, seeds))} ({n} seed{'s' if n != 1 else ''} per "
+            f"scenario and defense; study.seeds of {path})\n")
+
+
 def run_text(run: Path) -> str:
-    """The headline as text, then the report's path."""
+    """The headline as text, the seeds of the run, then the report's path."""
     from containmentbench.analysis.headline import text
 
     doc = verified_doc(run)
     report = run / "report" / "index.html"
     tail = f"report: {report.resolve()}\n" if report.is_file() else ""
-    return text(doc) + tail
+    head, _, body = text(doc).partition("\n")  # the seeds right under "study NAME"
+    return f"{head}\n{seeds_line(run)}{body}{tail}"
 
 
 def study_text(runs: list[Path], cross: Path | None) -> str:

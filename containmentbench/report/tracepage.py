@@ -109,7 +109,7 @@ def render(r: Rollout, root: str = "../", metrics: dict[str, Any] | None = None)
     back = (f"{root}rollouts.html#defense={row['defense']}&stage={row['stage']}")
     body = [f'<p class="hash">{H.link(back, "rollout index (this defense and stage)")} · '
             f'show it in a terminal: <code>containmentbench show {escape(r.id)} '
-            f'--study RUN_DIR</code></p>']
+            f'--run-dir RUN_DIR</code></p>']
     body.append(H.table(["field", "value"], [[k, row.get(k)] for k in HEADER],
                         caption="The rollout (trace table rollouts)."))
     body.append('<h2 id="metrics">Metric values</h2>' + metrics_table(metrics))

@@ -362,7 +362,7 @@ def test_trace_without_schema_version(verb, table, run, tmp_path, capsys):
     pq.write_table(t.replace_schema_metadata({b"table": table.encode()}), p)
     _resum(shard)
     argv = {"reparse": ["reparse", str(study / "traces"), "--out", str(tmp_path / "r")],
-            "show": ["show", rid, "--study", str(study)]}[verb]
+            "show": ["show", rid, "--run-dir", str(study)]}[verb]
     line = one_line_error(capsys, argv, tmp_path, (str(p),))
     assert "schema_version" in line
 

@@ -345,7 +345,7 @@ def test_deeply_nested_json_to_parse(monkeypatch, capsys, tmp_path):
       "0", "--out", "{t}/o"], "--max-tokens"),
     (["rollout", "--suite", "smoke", "--defense", "none", "--seed", "1", "--top-p", "nan",
       "--out", "{t}/o"], "--top-p"),
-    (["show", "r-x", "--study", "{t}", "--width", "-5"], "--width"),
+    (["show", "r-x", "--run-dir", "{t}", "--width", "-5"], "--width"),
     (["analyze", "{t}/m.parquet", "--out", "{t}/a", "--resamples", "0"], "--resamples"),
     (["sensitivity", "{t}/m.parquet", "--out", "{t}/s.json", "--resamples", "-1"],
      "--resamples"),

@@ -29,7 +29,7 @@ def test_every_attribution_row_links_an_example_that_show_renders(run_dir, capsy
         assert ids, row
         for rid in ids:
             assert f"rollouts/{rid}.html" in pages
-            assert run_cli("show", rid, "--study", run_dir) == 0
+            assert run_cli("show", rid, "--run-dir", run_dir) == 0
     capsys.readouterr()
 
 

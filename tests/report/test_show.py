@@ -19,7 +19,7 @@ def _some_rollout(run_dir, defense="none", stage="security"):
 
 def test_show_text_timeline(run_dir, capsys):
     rid = _some_rollout(run_dir)
-    assert run_cli("show", rid, "--study", run_dir) == 0
+    assert run_cli("show", rid, "--run-dir", run_dir) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"rollout {rid}")
     assert "simulated agent" in out
@@ -31,7 +31,7 @@ def test_show_text_timeline(run_dir, capsys):
 
 def test_show_json_matches_trace_graph(run_dir, capsys):
     rid = _some_rollout(run_dir)
-    assert run_cli("show", rid, "--study", run_dir, "--json") == 0
+    assert run_cli("show", rid, "--run-dir", run_dir, "--json") == 0
     data = json.loads(capsys.readouterr().out)
     r = RunDir(run_dir).load(rid)
     g = TraceGraph(r.events, r.edges)
@@ -48,13 +48,13 @@ def test_show_searches_results_without_study(run_dir, capsys):
 
 
 def test_unknown_rollout_is_one_line_exit_2(run_dir, capsys):
-    assert run_cli("show", "r-0000000000000000", "--study", run_dir) == 2
+    assert run_cli("show", "r-0000000000000000", "--run-dir", run_dir) == 2
     err = capsys.readouterr().err
     assert "unknown rollout id 'r-0000000000000000'" in err and err.count("\n") == 1
 
 
 def test_study_without_traces_is_exit_2(tmp_path, capsys):
-    assert run_cli("show", "r-1", "--study", tmp_path) == 2
+    assert run_cli("show", "r-1", "--run-dir", tmp_path) == 2
     assert "no finished trace shards" in capsys.readouterr().err
     assert run_cli("report", tmp_path) == 2
 
@@ -105,7 +105,7 @@ def test_show_spells_out_terminal_control_sequences(run_dir, tmp_path, capsys):
     rid = _some_rollout(run_dir)
     copy = _with_hostile_text(run_dir, tmp_path, rid)
     capsys.readouterr()
-    assert run_cli("show", rid, "--study", copy, "--width", 400) == 0
+    assert run_cli("show", rid, "--run-dir", copy, "--width", 400) == 0
     out = capsys.readouterr().out
     assert not _RAW & set(out), sorted(_RAW & set(out))
     for spelled in ("\\x1b]52;c;cm0gLXJmIH4=\\x07", "\\x1b[2K\\x1b[1A",
@@ -115,7 +115,7 @@ def test_show_spells_out_terminal_control_sequences(run_dir, tmp_path, capsys):
     assert not any(line.startswith("  999") for line in out.splitlines())  # no forged line
     assert "x\\n  999" in out
 
-    assert run_cli("show", rid, "--study", copy, "--json") == 0
+    assert run_cli("show", rid, "--run-dir", copy, "--json") == 0
     assert not _RAW & set(capsys.readouterr().out)  # JSON escapes them too
 
 
@@ -123,6 +123,6 @@ def test_show_raw_prints_the_stored_characters(run_dir, tmp_path, capsys):
     rid = _some_rollout(run_dir)
     copy = _with_hostile_text(run_dir, tmp_path, rid)
     capsys.readouterr()
-    assert run_cli("show", rid, "--study", copy, "--width", 400, "--raw") == 0
+    assert run_cli("show", rid, "--run-dir", copy, "--width", 400, "--raw") == 0
     out = capsys.readouterr().out
     assert "\x1b]52;c;cm0gLXJmIH4=\x07" in out and "\u202egnp.exe" in out and "a\x00b" in out
