@@ -36,7 +36,10 @@ def seeds_line(run: Path) -> str:
     path = run / "config.yaml"
     if not path.is_file():
         return ""
-    seeds = read_resolved(path)["study"].get("seeds") or []
+    try:  # the headline is the frozen tables'; a config it cannot read costs only this line
+        seeds = read_resolved(path)["study"].get("seeds") or []
+    except BenchError:
+        return ""
     n = len(seeds)
     return (f"seeds: {', '.join(map(str, seeds))} ({n} seed{'s' if n != 1 else ''} per "
             f"scenario and defense; study.seeds of {path})\n")
