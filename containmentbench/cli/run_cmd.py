@@ -83,4 +83,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(shlex.join(argv))
         return 0
     sys.stdout.flush()
-    return subprocess.run(argv, check=False).returncode
+    return wait(subprocess.Popen(argv))
+
+
+def wait(proc: subprocess.Popen) -> int:
+    """Snakemake's exit status. Ctrl-C reaches Snakemake too (one process group): it stops its
+    jobs, marks their outputs incomplete and releases its lock, which takes a moment;
+    ``subprocess.run`` would kill it 0.25 s after the interrupt, so wait for it instead."""
+    interrupted = False
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    return 130 if interrupted and rc != 0 else rc

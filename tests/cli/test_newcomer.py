@@ -219,3 +219,23 @@ def test_headline_states_seeds_and_warns_on_drift(finished_smoke, capsys):
     # a run directory given as a path: nothing composed, no warning
     assert main(["headline", str(finished_smoke / "results" / "smoke" / "sim-default")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_run_waits_for_snakemake_after_ctrl_c():
+    """Ctrl-C while Snakemake stops its jobs: ``run`` waits for it (never kills it) and
+    exits 130 when the interrupted Snakemake failed."""
+    from containmentbench.cli.run_cmd import wait
+
+    class Proc:
+        calls = 0
+
+        def wait(self):
+            self.calls += 1
+            if self.calls < 3:
+                raise KeyboardInterrupt
+            return 1
+
+    p = Proc()
+    assert wait(p) == 130 and p.calls == 3
+    done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert wait(done) == 3
