@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "intervals, e.g. compare study=smoke a=none b=tool_boundary "
                         "metric=committed_harm",
         description="Paired delta b - a of one metric over (scenario, model, seed) pairs "
-                    "(eq. 12) with 95%% scenario-cluster and pair intervals (§6.5), resampled "
+                    "(eq. 12) with 95% scenario-cluster and pair intervals (§6.5), resampled "
                     "with the run's own analysis settings.")
     p.add_argument("target", nargs="*",
                    metavar="RUN_DIR | study=NAME [key=value ...] a=X b=Y metric=M [stage=S]",

@@ -1,5 +1,7 @@
 """One way to say a study: ``study=NAME key=value ...`` (Hydra overrides, the same strings as
-``snakemake --config study=NAME key=value ...`` and ``slurm/submit.py study=NAME ...``).
+``containmentbench run study=NAME key=value ...``, ``slurm/submit.py study=NAME ...`` and
+``snakemake --config study=NAME key=value ...``, where a dotted key goes inside
+``'overrides=[...]'``: Snakemake refuses dots in ``--config`` keys).
 
 Verbs that act on a finished run (``report``, ``reproduce``, ``headline``, ``verify``) also take
 the run directory itself. Any other form is a one-line error that shows the right one:
@@ -16,9 +18,11 @@ from typing import Any
 from containmentbench.errors import BenchError
 
 HELP = ("the study as Hydra overrides, e.g. study=full_main backend=vllm "
-        "model=qwen2_5_7b_instruct (the same strings as snakemake --config)")
+        "model=qwen2_5_7b_instruct study.seeds=[1] (the same strings for every verb and "
+        "containmentbench run)")
 HELP_OR_DIR = ("a run directory (results/<study>/<model>), or the study as Hydra overrides, "
-               "e.g. study=full_main model=sim (the same strings as snakemake --config)")
+               "e.g. study=full_main model=sim (the same strings for every verb and "
+               "containmentbench run)")
 
 
 def add(p: argparse.ArgumentParser, run_dir: bool = False) -> None:
