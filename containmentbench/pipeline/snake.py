@@ -427,6 +427,20 @@ def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = F
     try:
         return Study(config, main_process, dryrun)
     except BenchError as exc:
-        print(f"containmentbench: error: {exc.render()}", file=sys.stderr)
+        print(f"containmentbench: error: {exc.render()}{dotted_hint(exc, config)}",
+              file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def dotted_hint(exc: BenchError, config: Mapping[str, Any]) -> str:
+    """After an unknown key given to ``snakemake --config`` (``seeds=[1]``), the form that
+    works there: the full key path goes inside ``'overrides=[...]'``, since Snakemake refuses
+    a dotted ``--config`` key in its own argument parsing, before this Snakefile is read
+    (a traceback no code here can word), or ``containmentbench run`` takes it as written."""
+    if "full key path" not in exc.detail:
+        return ""
+    study = config.get("study") or "NAME"
+    return (f"; in snakemake --config a dotted key goes inside 'overrides=[...]': snakemake "
+            f"--config study={study} 'overrides=[study.seeds=[1]]', or say containmentbench "
+            f"run study={study} study.seeds=[1]")
 

@@ -239,3 +239,19 @@ def test_run_waits_for_snakemake_after_ctrl_c():
     assert wait(p) == 130 and p.calls == 3
     done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     assert wait(done) == 3
+
+
+def test_snakefile_unknown_key_shows_the_snakemake_form(capsys):
+    """``snakemake --config study=smoke seeds=[1]`` (the config Snakemake hands the Snakefile):
+    one line that shows the form Snakemake takes for a key path, not only ``study.seeds=[1]``
+    (which Snakemake's own --config parser refuses with a traceback)."""
+    from containmentbench.pipeline.snake import setup
+
+    with pytest.raises(SystemExit) as exc:
+        setup({"study": "smoke", "seeds": [1]})
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "field 'seeds'" in err[0]
+    assert "snakemake --config study=smoke 'overrides=[study.seeds=[1]]'" in err[0]
+    assert "containmentbench run study=smoke study.seeds=[1]" in err[0]
