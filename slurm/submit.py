@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     print("job id:", job.job_id)
     print("stdout:", job.paths.stdout)
     print("stderr:", job.paths.stderr)
-    print("resume (reruns only missing/failed shards):", resume_command(argv))
+    print("resume (reruns only missing, interrupted or failed shards):", resume_command(argv))
     sys.stdout.flush()
     if not args.wait:
         return 0

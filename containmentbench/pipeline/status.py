@@ -133,6 +133,8 @@ def _job_outcome(data: dict[str, Any], j: Job) -> str | bool:
             tail = f.read().decode("utf-8", "replace")
     except OSError:
         return "interrupted"
+    if tail.rstrip().endswith("KeyboardInterrupt"):  # Ctrl-C before the CLI's own handler
+        return "interrupted"
     return "failed" if any(m in tail for m in ERROR_MARKS) else "interrupted"
 
 

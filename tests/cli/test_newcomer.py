@@ -143,6 +143,10 @@ def test_interrupted_and_failed_shards(tmp_path):
     later = time.time() + 5
     os.utime(redo, (later, later))
     assert study_status(data)["interrupted"] == [s.id for j in js[:2] for s in j.shards]
+    # Ctrl-C while the job was still importing: Python's traceback of the interrupt
+    (logs / f"{js[2].name}.log").write_text("Traceback (most recent call last):\n  File x\n"
+                                            "KeyboardInterrupt\n")
+    assert study_status(data)["interrupted"] == [s.id for j in js[:3] for s in j.shards]
     # a killed job's temporary shard folder, no log: interrupted
     s = js[3].shards[0]
     d = run_dir(data) / "traces" / s.id
