@@ -55,30 +55,32 @@ class _TopParser(_Parser):
     """``containmentbench --help``: the verbs under their groups (argparse lists them flat)."""
 
     def format_help(self) -> str:
+        import shutil
+        import textwrap
+
         fmt = self._get_formatter()
         fmt.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
         fmt.add_text(self.description)
         text = fmt.format_help()
-        helps = {a.dest: a.help or "" for a in self._subparsers._group_actions[0]._choices_actions} \
-            if self._subparsers else {}
-        import shutil
-        import textwrap
-
+        # each verb's one-line help as its register() gave it (argparse keeps them on the
+        # subparsers action; they are %-templates, as argparse formats them: 95%% -> 95%)
+        sub = self._subparsers._group_actions[0] if self._subparsers else None
+        helps = {a.dest: (a.help or "") % {} for a in getattr(sub, "_choices_actions", [])}
         width = max(60, min(100, shutil.get_terminal_size().columns)) - 2
         for title, verbs in GROUPS:
             text += f"\n{title}:\n"
-            for v in verbs:
-                name = v.replace("_", "-")
+            for name in (v.replace("_", "-") for v in verbs):
                 if name not in helps:
                     continue
-                body = textwrap.wrap(helps[name] % {} if "%" in helps[name] else helps[name],
-                                     width - 16) or [""]
+                body = textwrap.wrap(helps[name], width - 16) or [""]
                 text += f"  {name:<13} {body[0]}\n"
                 text += "".join(f"{'':16}{line}\n" for line in body[1:])
-        text += ("\noptions:\n  -h, --help     show this help message and exit\n"
-                 "  --version      show the version and exit\n\n"
-                 "containmentbench VERB --help shows a verb's own options. A study is said the "
-                 "same way everywhere: study=NAME key=value ... (Hydra overrides).\n")
+        text += "\noptions:\n  -h, --help     show this help message and exit\n" \
+                "  --version      show the version and exit\n\n"
+        text += "\n".join(textwrap.wrap(
+            "containmentbench VERB --help shows a verb's own options. A study is said the same "
+            "way by every verb: study=NAME key=value ... (Hydra overrides), or a run directory "
+            "where a verb reads a finished run.", width)) + "\n"
         return text
 
 
