@@ -79,3 +79,32 @@ def test_unknown_names_are_one_line_errors(a, b, metric, stage, field):
         comparison(_frame(), CFG, a, b, metric, stage)
     assert exc.value.field == field
     assert "\n" not in exc.value.render()
+
+
+def test_configured_claim_equals_its_table12_row():
+    """A claim of the analysis config, through the bootstrap part and Table 12's builder,
+    and the same pair on demand: the same numbers (each interval's seed comes from its key)."""
+    from containmentbench.analysis.paired import zero_events
+    from containmentbench.analysis.parts import bootstrap_part
+    from containmentbench.analysis.tables import Context, table12
+
+    df = _frame()
+    cfg = {**CFG, "comparisons": [{"a": "none", "b": "guard", "metric": "committed_harm",
+                                   "stage": "security", "claim": True}],
+           "sweep": {"baseline": "none", "metrics": []}, "divergence": []}
+    part = bootstrap_part(df, cfg, ["none", "guard"], workers=1)
+    claims = [c for claim, c in part["configured"] if claim]
+    frame = table12(claims, zero_events(df, [], []), Context(df), []).frame
+    row = frame.row(0, named=True)
+    rec = comparison(df, cfg, "none", "guard", "committed_harm", "security")
+    got = {k: row[k] for k in row if k in ("estimate", "delta", "ci_low", "cluster_ci_low",
+                                           "ci_high", "cluster_ci_high", "n", "pairs",
+                                           "win_rate")}
+    want = {"estimate": rec["estimate"], "delta": rec["estimate"], "ci_low": rec["ci_low"],
+            "cluster_ci_low": rec["ci_low"], "ci_high": rec["ci_high"],
+            "cluster_ci_high": rec["ci_high"], "n": rec["n"], "pairs": rec["n"],
+            "win_rate": rec["win_rate"]}
+    assert len(got) == 5  # under the old names or the new ones
+    assert got == {k: want[k] for k in got}
+    # and the numbers are the hand-computed ones, not merely equal to each other
+    assert (rec["estimate"], rec["n"]) == (-0.5, 6)
