@@ -16,7 +16,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
+import pytest
+
 from containmentbench.report.build import build_report
+from tests.conftest import ROOT, SMALL_SMOKE, SNAKEMAKE, copy_finished_smoke
 
 _LINK = re.compile(r'(?:href|src)="([^"]*)"')
 
@@ -101,3 +104,27 @@ def test_served_report_answers_every_link(run_dir):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+def test_snakemake_report_archive_resolves_every_link(finished_smoke, tmp_path):
+    """``snakemake --report out.zip``: the study report inside the archive (a folder under
+    ``data/raw/<hash>/``) resolves every link of every page inside itself."""
+    import subprocess
+    import zipfile
+
+    base = copy_finished_smoke(finished_smoke, tmp_path / "study")
+    archive = tmp_path / "report.zip"
+    res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(base),
+                          "--cores", "1", "--report", str(archive), "--config", "study=smoke",
+                          f"overrides=[results_dir=results,{SMALL_SMOKE}]"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(tmp_path / "unzipped")
+    reports = [p.parent for p in (tmp_path / "unzipped").rglob("rollouts.html")
+               if (p.parent / "index.html").is_file()]
+    assert len(reports) == 1
+    assert (reports[0] / "tables" / "results.parquet").is_file()
+    assert len(links(reports[0])) > 500
+    assert unresolved(reports[0]) == []
