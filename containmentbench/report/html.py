@@ -42,8 +42,9 @@ caption{caption-side:top;text-align:left;color:#444;padding:4px 0;max-width:1100
 figure{margin:10px 0 24px}
 figure img{max-width:100%;border:1px solid #eee}
 pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;max-width:1100px;overflow-wrap:anywhere}
-.tbox{overflow:auto;max-height:520px;max-width:100%;border:1px solid #eee;margin:4px 0 14px}
+.tbox{overflow:auto;max-height:520px;max-width:100%;border:1px solid #eee;margin:4px 0 14px;container-type:inline-size}
 .tbox table{margin:0}
+.tbox caption{position:sticky;left:0;max-width:min(1100px,calc(100cqw - 8px))}
 .pairfig{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,560px);gap:16px;align-items:start}
 .pairfig figure{margin:4px 0}
 .question{font-size:15px;margin:4px 0}.question b{color:#1f2d3d}
