@@ -108,6 +108,7 @@ def test_story_of_a_rollout_whose_scenario_is_unknown_names_no_event(run_dir):
     s = story(lost, {"committed_harm": 1})
     assert s.kind == "unknown" and s.marks == {}
     assert "no-such-suite" in s.items[0][1]
+    assert "/" not in s.items[0][1]  # no host path: the page's bytes do not depend on it
     html = render(lost, metrics={"committed_harm": 1})
     assert 'class="story neutral"' in html and 'class="violation"' not in html
 
