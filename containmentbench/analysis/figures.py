@@ -39,6 +39,31 @@ _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
 _CI = {"mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+#: one colour and marker per defense by name, the same in every study's figures (a
+#: defense's position in a study's list changes between studies, its name does not)
+DEFENSE_STYLE = {
+    "none": ("#3b3b3b", "o"), "prompt_only": ("#dd8452", "s"),
+    "structured_guard": ("#8172b2", "^"), "tool_boundary": ("#4c72b0", "D"),
+    "taint_only_v1": ("#c44e52", "v"), "intent_ledger_v2": ("#55a868", "P"),
+    "rollback_v2": ("#937860", "X"), "tool_filter": ("#da8bc3", "<"),
+    "spotlighting": ("#ccb974", ">"), "repeat_user_prompt": ("#64b5cd", "h"),
+    "pi_detector": ("#8c564b", "*")}
+#: styles for other defenses (a user's own), chosen by a hash of the name
+_HASH_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2",
+                "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#98df8a", "#ff9896")
+_HASH_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
+
+
+def style_of(defense: str) -> tuple[str, str]:
+    """(colour, marker) of a defense by its name: fixed for the built-in defenses, else from
+    the sha256 of the name (stable across studies, processes and Python versions)."""
+    if defense in DEFENSE_STYLE:
+        return DEFENSE_STYLE[defense]
+    import hashlib
+
+    h = int.from_bytes(hashlib.sha256(defense.encode()).digest()[:8], "big")
+    return (_HASH_COLORS[h % len(_HASH_COLORS)],
+            _HASH_MARKERS[(h // len(_HASH_COLORS)) % len(_HASH_MARKERS)])
 _Draw = Callable[[], "tuple[Table, plt.Figure]"]
 
 
@@ -140,9 +165,10 @@ def _fig04(pending: list[tuple[str, PendingCI, PendingCI]], ctx: Context
     fig, ax = plt.subplots(figsize=(7, 4.8))
     pts = [r for r in rows if r[v_] is not None and r[b_] is not None]
     for i, r in enumerate(pts):
+        color, marker = style_of(r["defense"])
         ax.errorbar([r[b_]], [r[v_]], xerr=[[r[b_] - r[f"{b_}_low"]], [r[f"{b_}_high"] - r[b_]]],
                     yerr=[[r[v_] - r[f"{v_}_low"]], [r[f"{v_}_high"] - r[v_]]],
-                    fmt=MARKERS[i % len(MARKERS)], color=COLORS[i % len(COLORS)],
+                    fmt=marker, color=color,
                     ms=max(3.0, 7.0 - 0.5 * i), mec="black", mew=0.4, capsize=2,
                     linewidth=0.8, label=r["defense"])
     ax.set_xlim(left=-0.02)
@@ -191,8 +217,8 @@ def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
     for i, d in enumerate((a, b)):
         sub = src.filter(pl.col("defense") == d)
         _bars(ax, [k + 0.4 * i for k in range(n)], sub["mean"].to_list(),
-              sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.4, color=COLORS[i],
-              label=d)
+              sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.4,
+              color=style_of(d)[0], label=d)
     ax.set_xticks([k + 0.2 for k in range(n)],
                   [f"{TERMS[m].display}\n[{STAGE_LABEL[st].lower()}]" for m, st in obs],
                   rotation=30, ha="right", fontsize=7)

@@ -12,9 +12,23 @@ and a rebuild of a frozen study reproduces it)::
     report/cases.html            Table 21 pairs side by side (proposal, decision, commit)
     report/rollouts/<id>.html    a trace page for every rollout with a committed policy
                                  violation, a provider error, a case-study role or a link
-                                 from a table (graph, metric values, timeline, CIM view);
+                                 from a table, and for a contained rollout of every
+                                 defense x carrier x goal cell (the story first:
+                                 ``story.py``; graph, timeline, metric values, CIM view);
                                  ``report --serve`` makes any other one on demand
     report/figures/*.png         copies of the study's figures
+    report/glossary.html         every metric's key, display name, definition, equation
+                                 and denominator (``metrics/glossary.py``); every table
+                                 header naming a metric links to its entry
+    report/tables/*, report/figures/*_source.*, report/audit/tables/*
+                                 byte-identical copies of every data file a page links to
+                                 (a table's Parquet, CSV, Markdown and LaTeX, the results
+                                 table, the headline as text), each checked against the
+                                 manifest like a shown table: every link of every page
+                                 resolves inside the report folder, so the report works
+                                 opened from ``file://``, served by ``report --serve``,
+                                 written elsewhere with ``--out`` and inside the
+                                 ``snakemake --report`` archive
 
 A frozen study (one with MANIFEST.json) must pass ``verify`` and every table's sha256 must
 equal its manifest entry (``audit/tables/`` and ``tables/headline.json`` included), or
@@ -24,6 +38,7 @@ before ``freeze`` (``before_freeze``), which then hashes it with everything else
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -110,12 +125,30 @@ def attribution_examples(df: pl.DataFrame, row: dict[str, Any], k: int) -> list[
     return out
 
 
+def contained_examples(df: pl.DataFrame) -> set[str]:
+    """One contained rollout per defense x carrier x attack goal cell (an attack placed, no
+    violation committed, eq. 5): the first by (scenario, seed) whose ``contained_by`` names
+    a layer, else the first the agent left undone (``no_layer``), so the report shows
+    containment as well as failures."""
+    need = {"attack_goal", "carrier", "contained_by", "committed_harm", "status"}
+    if not need <= set(df.columns):
+        return set()
+    ok = df.filter(pl.col("attack_goal").is_not_null() & (pl.col("status") != "error")
+                   & (pl.col("committed_harm") == 0))
+    ok = ok.with_columns(pl.col("contained_by").is_in(["no_layer", "not_contained"])
+                         .fill_null(True).alias("_by_agent"))
+    first = ok.sort(["_by_agent", "scenario_id", "seed", "rollout_id"]).group_by(
+        ["defense", "carrier", "attack_goal"], maintain_order=True).first()
+    return set(first["rollout_id"].to_list())
+
+
 def page_rollouts(df: pl.DataFrame, run: Path) -> set[str]:
     """Rollouts that get a static trace page: every committed policy violation (eq. 5), every
-    provider error and every case-study rollout (links from tables are added as they are
-    made)."""
+    provider error, every case-study rollout and a contained rollout of every defense x
+    carrier x goal cell (links from tables are added as they are made)."""
     hit = df.filter((pl.col("committed_harm") == 1) | (pl.col("status") == "error"))
-    return set(hit["rollout_id"].to_list()) | pages.case_rollouts(run)
+    return (set(hit["rollout_id"].to_list()) | pages.case_rollouts(run)
+            | contained_examples(df))
 
 
 def trace_pages(run: RunDir, ids: list[str],
@@ -154,6 +187,8 @@ class Report:
         self.note = SIM_NOTE if self.sim else None
         self.pages = page_rollouts(self.df, self.run.path)
         self.files: dict[str, str] = {}
+        #: report path -> bytes of a data file a page links to (copied in, byte-identical)
+        self.copies: dict[str, bytes] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -175,12 +210,29 @@ class Report:
                              file=str(self.run.path))
         return digest
 
+    def _data_link(self, p: Path, label: str, root: str = "") -> str:
+        """A link to a copy of the study file ``p`` inside the report, at the same relative
+        path (``tables/x.csv`` -> ``report/tables/x.csv``). The bytes copied are the bytes
+        checked: read once, their sha256 compared with the manifest on a frozen study."""
+        rel = p.relative_to(self.run.path).as_posix()
+        if rel not in self.copies:
+            if self.trust:
+                reading.trusted(p)
+            data = p.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if self.hashes is not None and self.hashes.get(rel) != digest:
+                raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; not linked",
+                                 file=str(self.run.path))
+            self.copies[rel] = data
+        return H.link(f"{root}{rel}", label)
+
     def _table_html(self, p: Path, key: str = "") -> str:
         rel = p.relative_to(self.run.path).as_posix()
         digest = self._checked(p)
         t = pq.read_table(p)
         cap = (t.schema.metadata or {}).get(b"caption", b"").decode()
         df = pl.from_arrow(t)
+        df = df.select(H.metric_first(df.columns))  # exclusion counters after the metrics
         extra, cells = (), None
         if p.stem == "rule_attribution" and df.height:
             extra = ("example rollouts",)
@@ -192,8 +244,9 @@ class Report:
                        f'{self._rlink(r["rollout_a"])} {self._rlink(r["rollout_b"])}</td>')
                       if r["rollout_a"] else "<td></td>"]
                      for r in df.iter_rows(named=True)]
-        others = " ".join(H.link(f"../{rel[:-8]}.{s}", s) for s in ("csv", "md", "tex")
-                          if (self.run.path / f"{rel[:-8]}.{s}").exists())
+        others = " ".join(self._data_link(p.with_suffix(f".{s}"), s)
+                          for s in ("parquet", "csv", "md", "tex")
+                          if p.with_suffix(f".{s}").exists())
         key += p.stem  # anchors: t-<key>, table-<key>
         return (f'<p class="hash">{rel} sha256 {digest} · {others}</p><div class="tbox">'
                 + H.table(df.columns, df.iter_rows(), caption=cap, extra=extra,
@@ -228,11 +281,13 @@ class Report:
         self._checked(p)
         doc = json.loads(p.read_text())
         fig = self.run.path / "figures" / f"{HEADLINE_FIGURE}.png"
+        tables = self.run.path / "tables"
+        data = [self._data_link(tables / name, label) for name, label in (
+            ("results.parquet", "all numbers as data (tables/results.parquet)"),
+            ("headline.md", "this headline as text")) if (tables / name).exists()]
         links = ('<p class="small">'
-                 + " · ".join([H.link("rollouts.html", "every rollout (filter, sort)"),
-                               H.link("../tables/results.parquet", "all numbers as data "
-                                      "(tables/results.parquet)"),
-                               H.link("../tables/headline.md", "this headline as text"),
+                 + " · ".join([H.link("rollouts.html", "every rollout (filter, sort)"), *data,
+                               H.link("glossary.html", "what each metric means"),
                                H.link("#overview", "what the rows are")]) + "</p>")
         return HL.section(doc, figure=f"figures/{fig.name}" if fig.exists() else None,
                           links=links)
@@ -280,6 +335,10 @@ class Report:
             sim_note=self.note, scripts=[rollindex.SCRIPT],
             data=H.json_block("rollout-data", data)))
 
+    def glossary(self) -> None:
+        self._emit("glossary.html", H.page("Glossary: what each number means",
+                                           pages.glossary(), sim_note=self.note))
+
     def drilldown(self) -> None:
         self._emit("drilldown.html", H.page("Per-defense and per-stage drill-down",
                                             pages.drilldown(self.df, self.ctx.defenses),
@@ -316,6 +375,7 @@ class Report:
             other, elsewhere = self._start_pages(pool) if pool else (None, set())
             self.index()  # links from tables add pages; the index and the pages come after
             self.drilldown()
+            self.glossary()
             self.cases()
             self.rollout_index()
             self.rollouts(elsewhere)
@@ -332,6 +392,8 @@ class Report:
                 b.put_text(rel, text)
             for f in sorted((self.run.path / "figures").glob("*.png")):
                 b.copy_in(f, f"figures/{f.name}")
+            for rel, data in sorted(self.copies.items()):
+                b.put(rel, data)
         return self.out / "index.html"
 
 

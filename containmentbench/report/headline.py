@@ -22,6 +22,11 @@ _STAGE_FILTER = {"active_tainted": "active_tainted", "clean": "clean",
                  "memory_recovery": "memory_recovery", "security": "security"}
 
 
+def _n(r: Mapping[str, Any]) -> Any:
+    """The row's count, under the one vocabulary's name (``n``) or the older ``N``."""
+    return r["n"] if "n" in r else r.get("N")
+
+
 def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "findings"
                    ) -> str:
     qs = doc["quantities"]
@@ -29,7 +34,8 @@ def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "find
     defenses = list(dict.fromkeys(r["defense"] for r in doc["findings"]))
     gated = unmeasured(doc)
     head = "<th>defense</th>" + "".join(
-        f'<th title="{escape(q["metric"])}, {escape(q["equation"])}">{escape(q["display"])}'
+        f'<th title="{escape(q["metric"])}, {escape(q["equation"])}"><a class="gl" href="'
+        f'{escape(root)}glossary.html#g-{escape(q["metric"])}">{escape(q["display"])}</a>'
         f'<br><span class="small">{escape(scope_label(q["stage"]))}</span></th>' for q in qs)
     rows = []
     for d in defenses:
@@ -42,7 +48,7 @@ def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "find
             if q["metric"] in gated:
                 tds.append(f'<td class="unmeasured">{NOT_MEASURED}</td>')
                 continue
-            n = f'<span class="small"> n={r["N"]}</span>'
+            n = f'<span class="small"> n={_n(r)}</span>'
             text = escape(cell(r))
             if q["metric"] == "committed_harm" and r["events"]:
                 href = f"{root}rollouts.html#defense={d}&outcome=violation"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
@@ -24,7 +25,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;
 header{background:#1f2d3d;color:#fff;padding:10px 20px}
 header a{color:#cde;margin-right:14px;text-decoration:none}
 header .title{font-weight:600;font-size:16px;margin-right:24px}
-main{padding:8px 24px;max-width:1400px}
+main{padding:8px 24px;max-width:1400px;box-sizing:border-box}
 h1{font-size:19px;margin:6px 0}
 h2{font-size:17px;margin:18px 0 6px}h3{font-size:15px;margin:14px 0 4px}
 .sim{background:#fff3cd;border:1px solid #e0c36a;padding:3px 10px;margin:4px 0;font-style:italic;font-size:12.5px}
@@ -35,14 +36,15 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.na{color:#999;text-align:center}
 tr.taint td{background:#fdecea}
 caption{caption-side:top;text-align:left;color:#444;padding:4px 0;max-width:1100px}
-.hash{font-family:ui-monospace,monospace;font-size:11px;color:#666}
+.hash{font-family:ui-monospace,monospace;font-size:11px;color:#666;overflow-wrap:anywhere}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:16px}
 .pair>div{border:1px solid #ccd;padding:6px 10px;border-radius:4px;overflow-x:auto}
 figure{margin:10px 0 24px}
 figure img{max-width:100%;border:1px solid #eee}
-pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;max-width:1100px}
-.tbox{overflow:auto;max-height:520px;max-width:100%;border:1px solid #eee;margin:4px 0 14px}
+pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;max-width:1100px;overflow-wrap:anywhere}
+.tbox{overflow:auto;max-height:520px;max-width:100%;border:1px solid #eee;margin:4px 0 14px;container-type:inline-size}
 .tbox table{margin:0}
+.tbox caption{position:sticky;left:0;max-width:min(1100px,calc(100cqw - 8px))}
 .pairfig{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,560px);gap:16px;align-items:start}
 .pairfig figure{margin:4px 0}
 .question{font-size:15px;margin:4px 0}.question b{color:#1f2d3d}
@@ -72,6 +74,17 @@ nav.toc a{margin-right:12px}
 .invalid{background:#b02a37;color:#fff;padding:8px 14px;margin:6px 0 8px;border-radius:4px}
 .invalid b{font-size:15px}.invalid ul{margin:4px 0 0;padding-left:20px}
 td.unmeasured{color:#b02a37;font-style:italic;text-align:center}
+td{overflow-wrap:break-word}td.detail{min-width:260px;max-width:640px}
+a.gl{color:inherit;text-decoration:underline dotted}
+.story{border:2px solid #b02a37;background:#fff5f5;padding:6px 14px;margin:6px 0 12px;border-radius:4px;max-width:1100px}
+.story.contained{border-color:#1e7e34;background:#f3fbf5}.story.neutral{border-color:#888;background:#f7f7f7}
+.story h2{margin:2px 0 6px}.story dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:4px 0}
+.story dt{font-weight:600;color:#444}.story dd{margin:0;overflow-wrap:anywhere}
+tr.violation td{background:#f5b7b1;font-weight:600}tr.contained td{background:#c8e6c9;font-weight:600}
+svg.trace-graph g.violation text{fill:#7b241c;font-weight:700}
+svg.trace-graph g.contained text{fill:#1e7e34;font-weight:700}
+dl.glossary dt{font-weight:600;margin-top:10px}dl.glossary dd{margin:2px 0 0 18px}
+.filters{display:flex;flex-wrap:wrap;gap:4px 0}
 """
 
 
@@ -96,7 +109,8 @@ def csp(images: bool, scripts: Sequence[str] = ()) -> str:
 
 NAV = (("index.html", "Headline"), ("index.html#tables", "Tables"),
        ("rollouts.html", "Rollouts"), ("drilldown.html", "Drill-down"),
-       ("cases.html", "Case studies"), ("index.html#record", "Seeds and versions"))
+       ("cases.html", "Case studies"), ("glossary.html", "Glossary"),
+       ("index.html#record", "Seeds and versions"))
 
 
 def page(title: str, body: str, *, root: str = "", sim_note: str | None = None,
@@ -150,33 +164,58 @@ def cell(v: Any) -> str:
     return f"<td>{text(v)}</td>"
 
 
-def th(c: str) -> str:
-    """A header cell in the glossary's display name, the column's key as its tooltip."""
-    from containmentbench.metrics.glossary import display
+def th(c: str, root: str = "") -> str:
+    """A header cell in the glossary's display name; a column that names a metric links to
+    its entry on the report's glossary page (``glossary.html#g-<key>``), with the key and
+    the paper's equation as the tooltip."""
+    from containmentbench.metrics.glossary import TERMS, key_of
 
-    d = display(c)
-    return f"<th>{escape(c)}</th>" if d == c else \
-        f'<th title="{escape(c)}">{escape(d)}</th>'
+    key = key_of(c)
+    if key is None:
+        return f"<th>{escape(c)}</th>"
+    t = TERMS[key]
+    tip = f"{c}: {t.definition} (paper 000 {t.equation})" if t.equation else f"{c}: {t.definition}"
+    return (f'<th title="{escape(tip)}"><a class="gl" href="{escape(root)}glossary.html#g-'
+            f'{escape(key)}">{escape(t.display)}</a></th>')
+
+
+#: counters of rows left out of a row's numbers (provider errors, context overflow, N/A
+#: cells, unmatched pairs): shown after the metric columns in the report's tables
+_EXCLUSION = re.compile(r"(^|_)excluded_|^unmatched$|^not_both_completed$|(^|_)na$")
+
+
+def is_exclusion(column: str) -> bool:
+    return bool(_EXCLUSION.search(column))
+
+
+def metric_first(columns: Sequence[str]) -> list[str]:
+    """``columns`` with the exclusion counters moved after every other column (each group
+    keeps its order)."""
+    return ([c for c in columns if not is_exclusion(c)]
+            + [c for c in columns if is_exclusion(c)])
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str = "",
           extra: Sequence[str] = (), extra_cells: Iterable[Sequence[str]] | None = None,
           table_id: str = "", row_class: Iterable[str] | None = None,
-          cls: str = "") -> str:
+          cls: str = "", root: str = "", box: bool = False) -> str:
     """An HTML table; ``extra`` columns take pre-rendered HTML cells (links). Headers that
-    name a metric show its display name (``metrics/glossary.py``)."""
-    head = "".join(th(c) for c in [*columns, *extra])
+    name a metric show its display name (``metrics/glossary.py``) linked to the glossary
+    page (``root``: the path from the page to the report folder). ``box``: inside a box
+    that scrolls, so a wide table never widens the page."""
+    head = "".join(th(c, root) for c in [*columns, *extra])
     ex = list(extra_cells) if extra_cells is not None else None
     rc = list(row_class) if row_class is not None else None
     body = []
     for i, r in enumerate(rows):
-        cls = f' class="{rc[i]}"' if rc and rc[i] else ""
+        rcls = f' class="{rc[i]}"' if rc and rc[i] else ""
         tail = "".join(ex[i]) if ex else ""
-        body.append(f"<tr{cls}>" + "".join(cell(v) for v in r) + tail + "</tr>")
+        body.append(f"<tr{rcls}>" + "".join(cell(v) for v in r) + tail + "</tr>")
     tid = f' id="{escape(table_id)}"' if table_id else ""
     tid += f' class="{escape(cls)}"' if cls else ""
     cap = f"<caption>{escape(caption)}</caption>" if caption else ""
-    return f"<table{tid}>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    out = f"<table{tid}>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="tbox">{out}</div>' if box else out
 
 
 def link(href: str, text: str, cls: str = "") -> str:

@@ -166,3 +166,58 @@ def case_rollouts(run: Path) -> set[str]:
     t = pl.read_parquet(p)
     return {x for c in ("rollout_a", "rollout_b") if c in t.columns
             for x in t[c].drop_nulls().to_list()}
+
+
+#: the statistic and counter columns of the tables (not metrics): name -> meaning. Both
+#: spellings of a renamed column are listed while tables move to one vocabulary.
+COLUMNS = (
+    ("estimate / mean", "the row's estimate: the mean over the rollouts (or pairs) it counts, "
+                        "eq. 7 of paper 000 unless the table's caption says otherwise"),
+    ("ci_low, ci_high", "the 95% interval of the estimate; a scenario-cluster bootstrap "
+                        "(§6.5) unless the table says otherwise"),
+    ("pair_ci_low, pair_ci_high", "the pair bootstrap interval of a paired delta (§6.5), "
+                                  "beside the cluster interval"),
+    ("n / N", "the rollouts (or matched pairs) the estimate averages over"),
+    ("n_clusters", "the scenario clusters the cluster bootstrap resamples"),
+    ("events, zero_event_bound", "rollouts with the event; after zero events the one-sided "
+                                 "95% bound (rule of three, §7.2)"),
+    ("excluded_provider_error", "rows left out because the provider failed (never an "
+                                "outcome, Appendix I)"),
+    ("excluded_context_overflow", "rows left out because the prompt overflowed the context"),
+    ("excluded_na, *_na", "rows where the metric is not defined (Table 5: N/A, never 0)"),
+    ("unmatched", "rows without a partner of the same scenario, model and seed"),
+)
+
+
+def glossary() -> str:
+    """The report's glossary page, generated from ``metrics/glossary.py`` (the one source
+    of every metric's name): one anchored entry per metric (``#g-<key>``), which every
+    table header naming the metric links to, then the statistic columns."""
+    from containmentbench.metrics.glossary import ALIASES, ALL, TERMS
+
+    also: dict[str, list[str]] = {}
+    for a, k in sorted(ALIASES.items()):
+        also.setdefault(k, []).append(a)
+    parts = ["<p>Every metric of the report by its display name, with its key (the column "
+             "of <code>metrics/rollout_metrics.parquet</code> and "
+             "<code>tables/results.parquet</code>), its definition, where paper 000 "
+             "(ContainmentBench: trace-based evaluation of post-injection containment in "
+             "tool-using LLM agents) defines it, what a mean divides by, the stages where it "
+             "is defined (elsewhere N/A, never 0) and which direction is better. Generated "
+             "from <code>containmentbench/metrics/glossary.py</code>.</p>",
+             '<p class="small">Metrics: ' + " · ".join(
+                 H.link(f"#g-{k}", t.display) for k, t in TERMS.items()) + "</p>",
+             '<dl class="glossary">']
+    for k, t in TERMS.items():
+        stages = "all" if t.stages == ALL else ", ".join(t.stages)
+        better = {True: "higher is better", False: "lower is better",
+                  None: "diagnostic (no better direction)"}[t.higher_is_better]
+        names = ", ".join(f"<code>{H.text(x)}</code>" for x in [k, *also.get(k, [])])
+        parts.append(f'<dt id="g-{H.text(k)}">{H.text(t.display)}</dt><dd>{H.text(t.definition)}'
+                     f". <br><span class=\"small\">column {names} · paper 000 "
+                     f"{H.text(t.equation or '(an implementation count)')} · denominator: "
+                     f"{H.text(t.denominator)} · stages: {H.text(stages)} · {better}</span>"
+                     "</dd>")
+    parts.append('</dl><h2 id="columns">Statistic and counter columns</h2>'
+                 + H.table(["column", "meaning"], [list(c) for c in COLUMNS]))
+    return "".join(parts)

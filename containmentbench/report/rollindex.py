@@ -24,7 +24,11 @@ from containmentbench.metrics.glossary import TERMS
 
 METRICS = ("committed_harm", "authorized_tainted_action_success", "clean_benign_completion",
            "blast_radius_norm", "recovery_success")
-CODED = ("defense", "stage", "scenario", "outcome", "status")
+CODED = ("defense", "stage", "scenario", "outcome", "status", "carrier", "attack_goal",
+         "domain", "topology")
+#: scenario facts a reader filters by (null: "(none)", e.g. no carrier on a clean rollout)
+FACETS = ("carrier", "attack_goal", "domain", "topology")
+NONE = "(none)"
 OUTCOMES = ("violation", "blocked", "no violation", "error")
 
 
@@ -43,8 +47,9 @@ def index_data(df: pl.DataFrame, pages: Collection[str], order: list[str]) -> di
     stage_rank = {s: i for i, s in enumerate(("security", "memory_recovery",
                                                "active_tainted", "clean"))}
     defense_rank = {d: i for i, d in enumerate(order)}
+    facets = [c for c in FACETS if c in df.columns]  # older metrics tables lack some
     cols = ["rollout_id", "defense", "stage", "scenario_id", "seed", "status", *METRICS,
-            "policy_block"]
+            "policy_block", *facets]
     rows = sorted(df.select(cols).iter_rows(named=True), key=lambda r: (
         stage_rank.get(r["stage"], 9), defense_rank.get(r["defense"], 99), r["scenario_id"],
         r["seed"]))
@@ -72,9 +77,11 @@ def index_data(df: pl.DataFrame, pages: Collection[str], order: list[str]) -> di
             vals.append(None if v is None or (isinstance(v, float) and math.isnan(v))
                         else round(float(v), 4) if isinstance(v, float) else int(v))
         vals.append(1 if r["rollout_id"] in pages else 0)
+        vals += [code(c, NONE if r.get(c) is None else str(r[c])) if c in facets
+                 else code(c, NONE) for c in FACETS]
         out.append(vals)
     return {"columns": ["rollout_id", "defense", "stage", "scenario", "seed", "outcome",
-                        "status", *METRICS, "page"],
+                        "status", *METRICS, "page", *FACETS],
             "labels": {m: TERMS[m].display for m in METRICS}, "dict": dicts, "rows": out}
 
 
@@ -83,7 +90,8 @@ SCRIPT = r"""(function () {
 var D = JSON.parse(document.getElementById("rollout-data").textContent);
 var C = D.columns, ix = {};
 C.forEach(function (c, i) { ix[c] = i; });
-var F = {defense: "", stage: "", outcome: "", status: "", seed: "", scenario: ""};
+var F = {defense: "", stage: "", outcome: "", status: "", seed: "", scenario: "",
+         carrier: "", attack_goal: "", domain: "", topology: ""};
 var PER = 100, page = 0, sortCol = null, sortDir = 1, shown = [];
 var served = location.protocol === "http:" || location.protocol === "https:";
 function val(r, c) { var v = r[ix[c]]; return D.dict[c] ? D.dict[c][v] : v; }
@@ -95,6 +103,9 @@ function fill(sel, values) {
   });
 }
 ["defense", "stage", "outcome", "status"].forEach(function (k) { fill($("f-" + k), D.dict[k]); });
+["carrier", "attack_goal", "domain", "topology"].forEach(function (k) {
+  fill($("f-" + k), D.dict[k].slice().sort());
+});
 var seeds = {}; D.rows.forEach(function (r) { seeds[r[ix.seed]] = 1; });
 fill($("f-seed"), Object.keys(seeds).map(Number).sort(function (a, b) { return a - b; }));
 function readHash() {
@@ -183,15 +194,20 @@ def body(data: dict[str, Any]) -> str:
     """The page's controls and empty table (the script fills it)."""
     from html import escape
 
-    sel = "".join(f'<label>{k} <select id="f-{k}"><option value="">all</option></select>'
-                  "</label>" for k in ("defense", "stage", "outcome", "status", "seed"))
+    sel = "".join(f'<label>{k.replace("_", " ")} <select id="f-{k}"><option value="">all'
+                  "</option></select></label>" for k in ("defense", "stage", "outcome",
+                                                         "status", "seed", *FACETS))
     heads = ["rollout_id", "defense", "stage", "scenario", "seed", "outcome", *METRICS]
     th = "".join(f'<th data-col="{escape(c)}" title="sort by {escape(c)}">'
-                 f'{escape(data["labels"].get(c, c))}</th>' for c in heads)
+                 f'{escape(data["labels"].get(c, c))}'
+                 + (f' <a class="gl" href="glossary.html#g-{escape(c)}" title="what '
+                    f'{escape(data["labels"][c])} means">?</a>' if c in data["labels"] else "")
+                 + "</th>" for c in heads)
     return ('<p>Every rollout of the study. Filter, then sort by a column header; a '
             "rollout with a trace page links to it (every committed violation, error and "
             "case-study rollout has one; <code>containmentbench report RUN_DIR --serve</code> "
-            "makes the others on demand). Outcome: <b>violation</b> = a committed policy "
+            "makes the others on demand; a contained rollout of every defense x carrier x goal "
+            "has one too). Outcome: <b>violation</b> = a committed policy "
             "violation (eq. 5); <b>blocked</b> = the policy stopped a call and nothing "
             "violated; <b>error</b> = a provider error (never an outcome).</p>"
             f'<div class="filters">{sel}<label>scenario <input id="f-scenario" size="18" '

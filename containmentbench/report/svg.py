@@ -14,6 +14,7 @@ attribute repeated (the report has a page for each of them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -60,8 +61,16 @@ def _shape(kind: str, x: float, y: float, fill: str, stroke: str, sw: float) -> 
     return f'<circle cx="{x}" cy="{y}" r="6" {common}/>'
 
 
+MARK = {"violation": ("#7b241c", "VIOLATION"), "contained": ("#1e7e34", "CONTAINED")}
+
+
 def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure: set[int],
-              reach: set[int], link: str | None = "#ev-{seq}") -> str:
+              reach: set[int], link: str | None = "#ev-{seq}",
+              marks: Mapping[int, str] | None = None) -> str:
+    """The graph; ``marks`` (seq -> ``violation`` or ``contained``, from
+    ``report/story.py``) rings those nodes and names the mark in their label, so only the
+    violating commit(s), not every commit, stand out."""
+    marks = marks or {}
     lanes: list[str] = []
     for ev in events:
         k = _lane_key(ev)
@@ -75,8 +84,8 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         pos[int(ev["seq"])] = (LEFT + LANE * lanes.index(_lane_key(ev)) + HALF,
                                TOP + 20 + ROW * i)
     text_x = LEFT + LANE * len(lanes) + 10
-    width = text_x + 470
-    height = TOP + 40 + ROW * len(events)
+    width = text_x + 560
+    height = TOP + 40 + ROW * len(events) + 14
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="trace-graph" width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="trace graph: {len(events)} nodes, {len(edges)} edges, '
@@ -88,7 +97,7 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
            '<path d="M0,0 L10,5 L0,10 z" fill="#c0392b"/></marker></defs>']
     for j, lane in enumerate(lanes):
         x = LEFT + LANE * j + HALF
-        out.append(f'<line class="lane" x1="{x}" y1="{TOP + 8}" x2="{x}" y2="{height - 14}"/>')
+        out.append(f'<line class="lane" x1="{x}" y1="{TOP + 8}" x2="{x}" y2="{height - 30}"/>')
         out.append(f'<text class="lane" x="{x}" y="{TOP}">{escape(lane[:20])}</text>')
     # edges first, so nodes draw on top; non-taint edges under taint edges
     for taint_pass in (False, True):
@@ -113,18 +122,29 @@ def trace_svg(events: list[dict[str, Any]], edges: list[dict[str, Any]], closure
         fill = "#e74c3c" if in_t else KIND_COLOR.get(ev["kind"], "#bbb")
         stroke, sw = ("#7b241c", 2) if in_t else (("#e67e22", 2) if in_r else ("#555", 1))
         cls = "node in-closure" if in_t else ("node in-reach" if in_r else "node")
-        tip = f"#{seq} {_label(ev)}" + (" · in taint closure" if in_t else "")
+        mark = marks.get(seq)
+        ring, word = "", ""
+        if mark in MARK:
+            color, word = MARK[mark]
+            cls += f" {mark}"
+            ring = (f'<circle cx="{x}" cy="{y}" r="12" fill="none" stroke="{color}" '
+                    f'stroke-width="3"/>')
+            word += ": "
+        tip = f"#{seq} {word}{_label(ev)}" + (" · in taint closure" if in_t else "")
         if ev.get("labels"):
             tip += " · labels: " + ", ".join(ev["labels"])
         shape = _shape(ev["kind"], x, y, fill, stroke, sw)
-        body = (f'<g class="{cls}" data-seq="{seq}"><title>{escape(tip)}</title>{shape}'
-                f'<text x="{text_x}" y="{y + 4}">{seq:>3}  {escape(_label(ev)[:72])}</text></g>')
+        body = (f'<g class="{cls}" data-seq="{seq}"><title>{escape(tip)}</title>{ring}{shape}'
+                f'<text x="{text_x}" y="{y + 4}">{seq:>3}  {escape(word)}'
+                f'{escape(_label(ev)[:72])}</text></g>')
         if link:
             body = f'<a href="{escape(link.format(seq=seq))}">{body}</a>'
         out.append(body)
-    ly = height - 6
+    ly = height - 20
     out.append(f'<text class="legend" x="{LEFT}" y="{ly}">red node: in taint '
                'closure T (eq. 2); orange ring: structural reach R only (eq. 4); red edge: '
                'propagates taint</text>')
+    out.append(f'<text class="legend" x="{LEFT}" y="{ly + 14}">ringed: the violating '
+               'commit (eq. 5, dark red) or the act that contained the attack (green)</text>')
     out.append("</svg>")
     return "\n".join(out)

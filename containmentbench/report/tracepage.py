@@ -15,6 +15,7 @@ from containmentbench.escape import visible
 from containmentbench.metrics.glossary import TERMS
 from containmentbench.report import html as H
 from containmentbench.report.rundir import Rollout
+from containmentbench.report.story import box, story
 from containmentbench.report.svg import trace_svg
 from containmentbench.report.timeline import SIM_NOTE, closure_sets, event_detail
 
@@ -53,9 +54,10 @@ def cim_view(r: Rollout) -> str:
         [[k, v["parent"], sorted(v["agents"]), v["events"], v["effects"], v["sensitive"],
           sorted(v["targets"])] for k, v in sorted(per.items())],
         caption="Per-delegation lineage and externalization (paper 002 §5: blast radius, "
-                "attribution and externalization queries over the CIM).")
+                "attribution and externalization queries over the CIM).", box=True)
     detail = H.table(list(CIM_COLS), [[x[c] for c in CIM_COLS] for x in rows],
-                     caption="The rollout's gateway events in CIM form (paper 002 Table 2).")
+                     caption="The rollout's gateway events in CIM form (paper 002 Table 2).",
+                     box=True)
     return summary + detail
 
 
@@ -64,7 +66,7 @@ SHORT = 160
 LONG_FIELDS = ("text", "args", "evidence", "final_answer", "error")
 
 
-def metrics_table(m: dict[str, Any] | None) -> str:
+def metrics_table(m: dict[str, Any] | None, root: str = "../") -> str:
     """The rollout's own metric values, in glossary order, by display name (the key and the
     paper's equation as the row's tooltip); the metrics not defined on its stage are named
     once below the table (Table 5: N/A, never 0)."""
@@ -80,13 +82,14 @@ def metrics_table(m: dict[str, Any] | None) -> str:
         v = m[k]
         v = f"{v:.4f}" if isinstance(v, float) else str(v)
         rows.append(f'<tr><td title="{escape(k)} ({escape(t.equation or "-")})">'
-                    f"{H.text(t.display)}</td><td class=\"num\">{H.text(v)}</td></tr>")
+                    f'<a class="gl" href="{escape(root)}glossary.html#g-{escape(k)}">'
+                    f"{H.text(t.display)}</a></td><td class=\"num\">{H.text(v)}</td></tr>")
     tail = (f'<p class="small">N/A on this rollout (not defined on its stage, Table 5, or '
             f'a provider error): {H.text(", ".join(na))}.</p>' if na else "")
-    return ('<table id="rollout-metrics"><caption>This rollout\'s metric values '
+    return ('<div class="tbox"><table id="rollout-metrics"><caption>This rollout\'s metric values '
             "(metrics/rollout_metrics.parquet); hover a name for its key and equation."
             "</caption><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>" + tail)
+            + "".join(rows) + "</tbody></table></div>" + tail)
 
 
 def detail_cell(ev: dict[str, Any]) -> str:
@@ -98,37 +101,54 @@ def detail_cell(ev: dict[str, Any]) -> str:
     full = [(f, ev.get(f)) for f in fields if ev.get(f) not in (None, "", [])]
     whole = "\n".join(f"{f}: {visible(str(v))}" for f, v in full)
     if not short.endswith("…") and len(whole) <= SHORT:
-        return f"<td>{H.text(short)}</td>"
-    return (f"<td><details><summary>{H.text(short)}</summary><pre>{H.text(whole)}</pre>"
-            "</details></td>")
+        return f'<td class="detail">{H.text(short)}</td>'
+    return (f'<td class="detail"><details><summary>{H.text(short)}</summary>'
+            f"<pre>{H.text(whole)}</pre></details></td>")
 
 
 def render(r: Rollout, root: str = "../", metrics: dict[str, Any] | None = None) -> str:
+    """The page: the story first (``report/story.py``: the violating commit, what let it
+    through and where the injection entered, or the act that contained the attack), the
+    trace graph and timeline with those events marked, then the metric values, the
+    rollout's fields and the CIM view."""
     closure, reach = closure_sets(r)
     row = r.row
+    told = story(r, metrics)
     back = (f"{root}rollouts.html#defense={row['defense']}&stage={row['stage']}")
-    body = [f'<p class="hash">{H.link(back, "rollout index (this defense and stage)")} · '
+    facts = " · ".join(f"{k} <b>{H.text(row.get(k) if row.get(k) is not None else '-')}</b>"
+                       for k in ("defense", "scenario_id", "stage", "carrier", "attack_goal",
+                                 "domain", "topology", "seed"))
+    body = [f'<p class="small">{facts}</p>', box(told),
+            f'<p class="hash">{H.link(back, "rollout index (this defense and stage)")} · '
+            f'{H.link("#metrics", "metric values")} · {H.link("#fields", "rollout fields")} · '
             f'show it in a terminal: <code>containmentbench show {escape(r.id)} '
             f'--run-dir RUN_DIR</code></p>']
-    body.append(H.table(["field", "value"], [[k, row.get(k)] for k in HEADER],
-                        caption="The rollout (trace table rollouts)."))
-    body.append('<h2 id="metrics">Metric values</h2>' + metrics_table(metrics))
+    marks = told.marks
     body.append(f"<p>taint closure |T| = {len(closure)} (eq. 2); structural reach |R| = "
-                f"{len(reach)} (eq. 4); events {len(r.events)}; edges {len(r.edges)}.</p>")
+                f"{len(reach)} (eq. 4); events {len(r.events)}; edges {len(r.edges)}"
+                + ("; marked: " + ", ".join(f"#{k} {v}" for k, v in sorted(marks.items()))
+                   if marks else "") + ".</p>")
     body.append('<h2 id="graph">Trace graph</h2><div class="graph">'
-                + trace_svg(r.events, r.edges, closure, reach) + "</div>")
+                + trace_svg(r.events, r.edges, closure, reach, marks=marks) + "</div>")
     rows, cls, extra = [], [], []
     for ev in r.events:
         seq = int(ev["seq"])
         rows.append([seq, ev["tick"], ev["kind"], ev.get("agent_id"), ev.get("delegation_id")])
-        cls.append("taint" if seq in closure else "")
+        cls.append(marks.get(seq) or ("taint" if seq in closure else ""))
+        mark = {"violation": "VIOLATION", "contained": "CONTAINED"}.get(marks.get(seq, ""), "")
         extra.append([detail_cell(ev), H.cell(ev.get("labels") or []),
-                      f'<td id="ev-{seq}">{"T" if seq in closure else ""}</td>'])
+                      f'<td id="ev-{seq}">{" ".join(x for x in ("T" if seq in closure else "", mark) if x)}</td>'])
     body.append('<h2 id="timeline">Timeline</h2>' + H.table(
         ["seq", "tick", "kind", "agent", "delegation"], rows,
-        extra=["detail (click to expand)", "labels", "in T"], extra_cells=extra,
-        row_class=cls, table_id="timeline-table",
-        caption="Every logged node in logical order; red rows are in the taint closure."))
+        extra=["detail (click to expand)", "labels", "in T / mark"], extra_cells=extra,
+        row_class=cls, table_id="timeline-table", box=True,
+        caption="Every logged node in logical order; red rows are in the taint closure, the "
+                "dark red row is a violating commit (eq. 5), the green row the act that "
+                "contained the attack."))
+    body.append('<h2 id="metrics">Metric values</h2>' + metrics_table(metrics, root))
+    body.append('<h2 id="fields">Rollout fields</h2>' + H.table(
+        ["field", "value"], [[k, row.get(k)] for k in HEADER],
+        caption="The rollout (trace table rollouts).", box=True, root=root))
     body.append('<h2 id="cim">CIM forensic view</h2>' + cim_view(r))
     return H.page(f"Rollout {r.id}: {row['defense']} on {row['scenario_id']} (seed {row['seed']})",
                   "".join(body), root=root, sim_note=SIM_NOTE if row["backend"] == "sim" else None)

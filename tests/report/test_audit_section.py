@@ -72,7 +72,10 @@ def test_section_shows_every_gap_row_with_its_hash(audited):
         assert cells[gap.columns.index("audited_not_logged")] == str(row["audited_not_logged"])
     assert "Simulated agent" in table  # the table's caption carries the sim label
     assert 'href="#t-audit-audit_gap"' in sec and 'id="t-audit-audit_gap"' in sec
-    assert 'href="../audit/tables/audit_gap.csv"' in sec
+    # linked inside the report folder: a copy of the study's bytes, hashed by freeze
+    assert 'href="audit/tables/audit_gap.csv"' in sec and "../audit/" not in sec
+    copy = audited / "report" / "audit" / "tables" / "audit_gap.csv"
+    assert copy.read_bytes() == (audited / "audit" / "tables" / "audit_gap.csv").read_bytes()
     # the section's table is frozen with the rest: the manifest holds the same hash
     import json
     files = json.loads((audited / "MANIFEST.json").read_text())["files"]

@@ -18,6 +18,7 @@ directory, or a study folder (each of its run directories and its ``cross_model/
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from pathlib import Path
@@ -150,7 +151,7 @@ def test_report_in_chromium(browser, study):
 
     # the drill-down opens the rollout index filtered to one cell
     page.goto((study / "report" / "drilldown.html").as_uri())
-    page.locator("#drill a").first.click()
+    page.locator("#drill tbody a").first.click()
     page.wait_for_load_state()
     assert page.locator("#ri-body tr").count() > 0
     assert _broken_images(page) == []
@@ -166,7 +167,7 @@ def test_two_clicks_to_a_violating_rollout(browser, study):
     problems: list[str] = []
     page = _open(browser, study / "report", problems)
     page.goto((study / "report" / "index.html").as_uri())
-    cell = page.locator("table#findings a").first  # click 1
+    cell = page.locator("table#findings tbody a").first  # click 1
     assert cell.is_visible()
     cell.click()
     page.wait_for_load_state()
@@ -237,3 +238,110 @@ def test_other_studies_reports(browser, root):
         assert _broken_images(page) == []
         page.screenshot(path=str(shots / "cross-model-first-screen.png"))
         assert problems == []
+
+
+#: what a page's links are, resolved by the browser (fragments dropped)
+_LINKS_JS = """() => Array.from(document.querySelectorAll('a[href], img[src]'))
+  .map(e => new URL(e.getAttribute('href') || e.getAttribute('src'), document.baseURI)
+  .href.split('#')[0])"""
+
+
+def _click_every_link(page, start: str, inside: str, problems: list[str]) -> dict[str, int]:
+    """Open ``start`` and, breadth first, every page and file its links lead to (each URL
+    once). An HTML page is opened in the browser (console errors, failed requests and
+    requests outside ``inside`` are ``problems``; none may be wider than the window);
+    any other file (CSV, Parquet, PNG) is fetched (served) or looked up on disk
+    (``file://``), as a click would download it. Returns {url kind: count}."""
+    from urllib.parse import unquote, urlsplit
+
+    seen, queue, counts = {start}, [start], {"html": 0, "other": 0}
+    while queue:
+        url = queue.pop(0)
+        assert url.startswith(inside), url
+        if not url.endswith(".html"):
+            if url.startswith("file:"):
+                assert Path(unquote(urlsplit(url).path)).is_file(), url
+            else:
+                resp = page.request.get(url)
+                assert resp.status == 200, (url, resp.status)
+            counts["other"] += 1
+            continue
+        resp = page.goto(url)
+        assert resp is None or resp.status == 200, (url, resp and resp.status)
+        counts["html"] += 1
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], (url, width)  # no page wider than the window
+        assert _broken_images(page) == [], url
+        for link in page.evaluate(_LINKS_JS):
+            if link not in seen:
+                seen.add(link)
+                queue.append(link)
+    assert problems == []
+    return counts
+
+
+def test_every_link_opens_from_file(browser, study):
+    """``file://``: every link of every page reachable from the index opens a file inside
+    the report folder."""
+    problems: list[str] = []
+    report = study / "report"
+    page = _open(browser, report, problems)
+    counts = _click_every_link(page, (report / "index.html").as_uri(),
+                               report.resolve().as_uri() + "/", problems)
+    assert counts["html"] > 10 and counts["other"] > 20
+
+
+def test_every_link_opens_when_served(browser, study):
+    """``report --serve``: the same walk over HTTP, every answer 200."""
+    import threading
+
+    from containmentbench.report.serve import make_server
+
+    server = make_server(study, port=0, log=io.StringIO())  # one line per request: not here
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        problems: list[str] = []
+        page = browser.new_page(viewport=SCREEN)
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+                if m.type == "error" else None)
+        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base)
+                   else (problems.append(f"outside: {r.request.url}"), r.abort()))
+        counts = _click_every_link(page, base + "index.html", base, problems)
+        assert counts["html"] > 10 and counts["other"] > 20
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_trace_pages_tell_the_story_on_the_first_screen(browser, study):
+    """A violating and a contained rollout's page: the summary box inside the first
+    1400x900 screen, the violating commit (or containing act) ringed in the graph."""
+    import polars as pl
+
+    shots = study / "screenshots"
+    shots.mkdir(exist_ok=True)
+    m = pl.read_parquet(study / "metrics" / "rollout_metrics.parquet")
+    pages = {p.stem for p in (study / "report" / "rollouts").glob("*.html")}
+    violating = sorted(set(m.filter(pl.col("committed_harm") == 1)["rollout_id"]) & pages)
+    contained = sorted(set(m.filter(pl.col("contained_by").is_not_null()
+                                    & ~pl.col("contained_by").is_in(["no_layer",
+                                                                     "not_contained"]))
+                           ["rollout_id"]) & pages)
+    assert violating and contained
+    problems: list[str] = []
+    page = _open(browser, study / "report", problems)
+    for name, rid, mark in (("violating", violating[0], "violation"),
+                            ("contained", contained[0], "contained")):
+        page.goto((study / "report" / "rollouts" / f"{rid}.html").as_uri())
+        _inside_first_screen(page, "#summary")
+        assert page.locator(f"svg.trace-graph g.{mark}").count() >= 1
+        assert page.locator(f"#timeline-table tr.{mark}").count() >= 1
+        page.screenshot(path=str(shots / f"trace-{name}-first-screen.png"))
+    # the index filters by carrier: only that carrier's rows remain
+    page.goto((study / "report" / "rollouts.html").as_uri())
+    carrier = page.locator("#f-carrier option").nth(1).get_attribute("value")
+    page.select_option("#f-carrier", carrier)
+    assert "carrier=" in page.url and page.locator("#ri-body tr").count() > 0
+    assert problems == []

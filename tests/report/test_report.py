@@ -251,11 +251,13 @@ def test_trace_page_shows_its_own_metric_values_and_whole_text(run_dir):
     r = m.filter(pl.col("committed_harm") == 1).sort("rollout_id").row(0, named=True)
     html = pages[f"rollouts/{r['rollout_id']}.html"]
     table = html.split('id="rollout-metrics"')[1].split("</table>")[0]
-    assert re.search(r'title="committed_harm \(eq\. 5\)">Committed policy violation</td>'
-                     r'<td class="num">1</td>', table)
+    gl = '<a class="gl" href="../glossary.html#g-{}">{}</a>'
+    assert re.search(r'title="committed_harm \(eq\. 5\)">'
+                     + re.escape(gl.format("committed_harm", "Committed policy violation"))
+                     + r'</td><td class="num">1</td>', table)
     spread = f"{r['blast_radius_norm']:.4f}"
-    assert f'title="blast_radius_norm (eq. 4)">Logged spread</td><td class="num">{spread}' \
-        in table
+    assert (f'title="blast_radius_norm (eq. 4)">{gl.format("blast_radius_norm", "Logged spread")}'
+            f'</td><td class="num">{spread}') in table
     # a cut gist opens to the whole text, which is in the page
     assert "<details><summary>" in html and "<pre>text: " in html
 
