@@ -5,8 +5,10 @@ the table of paired deltas with their intervals.
 
 A model's headline is shown only when its run is frozen and its ``tables/headline.json``
 hash equals its manifest entry; otherwise the section says why. Everything the page shows
-lives inside ``cross_model/report/`` (the figures are copies), so it opens from ``file://``
-with no request outside its folder.
+lives inside ``cross_model/report/`` (the figures are copies, the glossary its own page), so
+it opens from ``file://`` with no request outside its folder. The only links that leave it
+are meant to: each model's own report of the same study (its index, and a violation count's
+rollouts), ``../../<model>/report/``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from containmentbench.canonical import sha256_file
 from containmentbench.integrity import writer
 from containmentbench.report import headline as HL
 from containmentbench.report import html as H
+from containmentbench.report import pages
 
 FIGURE = "headline_operating_points.png"
 
@@ -67,7 +70,7 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
             parts.append(f'<figure class="hl-fig"><img src="figures/{H.escape(slug)}.png" '
                          f'alt="operating points of {H.escape(slug)}"></figure>')
         parts.append('<div class="tbox">' + HL.findings_table(
-            mine, root=f"../../{slug}/report/", table_id=f"findings-{slug}")
+            mine, root=f"../../{slug}/report/", table_id=f"findings-{slug}", glossary="")
             + f'</div><p class="small">{H.link(f"../../{slug}/report/index.html", "its report")}'
             "</p></div>")
     parts.append("</div>")
@@ -89,6 +92,9 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
     # a different earlier report is replaced only under --force (writer.forcing)
     with writer.building_dir(out / "report", "report", identical=_same) as b:
         b.put_text("index.html", page)
+        b.put_text("glossary.html", H.page("Glossary: what each number means",
+                                           pages.glossary(), nav_links=[("index.html",
+                                                                         "Cross-model report")]))
         for rel, src in sorted(figures.items()):
             b.copy_in(src, rel)
     return out / "report" / "index.html"

@@ -27,15 +27,19 @@ def _n(r: Mapping[str, Any]) -> Any:
     return r["n"] if "n" in r else r.get("N")
 
 
-def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "findings"
-                   ) -> str:
+def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "findings",
+                   glossary: str | None = None) -> str:
+    """The findings table; ``root`` leads to the report holding the rollout index (a
+    violation count links to its rollouts), ``glossary`` (default ``root``) to the folder
+    holding ``glossary.html``, which every quantity's header links to."""
+    gloss = root if glossary is None else glossary
     qs = doc["quantities"]
     by = {(r["defense"], r["metric"]): r for r in doc["findings"]}
     defenses = list(dict.fromkeys(r["defense"] for r in doc["findings"]))
     gated = unmeasured(doc)
     head = "<th>defense</th>" + "".join(
         f'<th title="{escape(q["metric"])}, {escape(q["equation"])}"><a class="gl" href="'
-        f'{escape(root)}glossary.html#g-{escape(q["metric"])}">{escape(q["display"])}</a>'
+        f'{escape(gloss)}glossary.html#g-{escape(q["metric"])}">{escape(q["display"])}</a>'
         f'<br><span class="small">{escape(scope_label(q["stage"]))}</span></th>' for q in qs)
     rows = []
     for d in defenses:
@@ -92,7 +96,7 @@ def side_by_side(docs: Mapping[str, Mapping[str, Any]]) -> str:
     for model, doc in docs.items():
         parts.append(f"<h3>{escape(model)}</h3>" + banner(doc)
                      + findings_table(doc, root=f"../../{escape(model)}/report/",
-                                      table_id=f"findings-{model}")
+                                      table_id=f"findings-{model}", glossary="")
                      + '<ul class="sentences">'
                      + "".join(f"<li>{escape(s)}</li>" for s in doc["sentences"][:3])
                      + "</ul>")

@@ -3,7 +3,9 @@ and one-line refusals of mixed folders and bad model entries."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -139,6 +141,18 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
     page = (cross / "report" / "index.html").read_text()
     assert 'id="findings-sim-default"' in page and 'id="findings-sim-always_follow"' in page
     assert (cross / "report" / "figures" / "sim-default.png").exists()
+    # every link resolves: inside cross_model/report/ (figures, its own glossary), or to a
+    # sibling model's own report of the same study, which is what those links are for
+    rep_dir = (cross / "report").resolve()
+    hrefs = {html.unescape(u).split("#")[0]
+             for u in re.findall(r'(?:href|src)="([^"]*)"', page)} - {""}
+    assert "glossary.html" in hrefs and (rep_dir / "glossary.html").is_file()
+    for u in hrefs:
+        target = (rep_dir / u).resolve()
+        assert target.is_file(), u
+        assert rep_dir in target.parents or any(
+            (study / m / "report").resolve() in target.parents
+            for m in ("sim-default", "sim-always_follow")), u
     # snakemake reproduce prints its verdict on the terminal, not only in its log
     rep = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
                           "--cores", "2", "reproduce", "--config", "study=smoke_models",
