@@ -46,8 +46,8 @@ def _point(ax: plt.Axes, x: float, xlo: float, xhi: float, y: dict, i: int, size
     color, marker = COLORS[i % len(COLORS)], MARKERS[i % len(MARKERS)]
     zero = y["events"] == 0 and y["zero_event_bound"] is not None
     ylo, yhi = (0.0, 0.0) if zero else (y["ci_low"], y["ci_high"])
-    ax.errorbar([x], [y["mean"]], xerr=[[x - xlo], [xhi - x]],
-                yerr=[[y["mean"] - ylo], [yhi - y["mean"]]], fmt=marker, color=color,
+    ax.errorbar([x], [y["estimate"]], xerr=[[x - xlo], [xhi - x]],
+                yerr=[[y["estimate"] - ylo], [yhi - y["estimate"]]], fmt=marker, color=color,
                 ms=size, mec="black", mew=0.5, capsize=2, linewidth=0.8, label=label,
                 alpha=0.9, zorder=3)
     if zero:  # the one-sided bound after zero events, dashed, with a cap
@@ -85,13 +85,13 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path,
             y = by[(d, Y)]
             if panels:
                 x = by.get((d, panels[j]))
-                if x is None or x["mean"] is None:
+                if x is None or x["estimate"] is None:
                     continue
-                xv, xlo, xhi = x["mean"], x["ci_low"], x["ci_high"]
+                xv, xlo, xhi = x["estimate"], x["ci_low"], x["ci_high"]
             else:
                 xv = xlo = xhi = float(i)
-            n = seen.get((round(xv, 3), round(y["mean"], 3)), 0)
-            seen[(round(xv, 3), round(y["mean"], 3))] = n + 1
+            n = seen.get((round(xv, 3), round(y["estimate"], 3)), 0)
+            seen[(round(xv, 3), round(y["estimate"], 3))] = n + 1
             _point(ax, xv, xlo, xhi, y, i, max(3.0, 8.0 - 1.6 * n), d if j == 0 else None)
         ax.set_ylim(-0.02 * top, top * 1.08)
         ax.set_ylabel(_axis(Y, by[next(d for d in defenses if (d, Y) in by), Y]["stage"]))

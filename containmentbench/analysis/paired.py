@@ -297,7 +297,8 @@ def divergence_draws(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings
 
 def divergence_finish(row: Mapping[str, Any], ci: Interval | None) -> dict[str, Any]:
     return {**row, "ci_low": ci.low if ci is not None else None,
-            "ci_high": ci.high if ci is not None else None}
+            "ci_high": ci.high if ci is not None else None,
+            "n_clusters": ci.n_clusters if ci is not None else None}
 
 
 def _excluded(df: pl.DataFrame, defenses: Sequence[str], stage: str,

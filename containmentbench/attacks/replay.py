@@ -234,11 +234,11 @@ def funnel_table(frame: pl.DataFrame) -> Table:
         cell = frame.filter((pl.col("search") == k["search"]) & (pl.col("mode") == k["mode"])
                             & (pl.col("evaluated_defense") == k["evaluated_defense"]))
         sub = X.outcomes(cell)
-        rows.append({**k, "N": sub.height, **X.errors(cell),
+        rows.append({**k, "n": sub.height, **X.errors(cell),
                      **{c: int(sub[c].sum()) for c in FN if c != "fn_stage"},
                      "stage5": int((sub["fn_stage"] == 5).sum())})
     return Table("adaptive_funnel", _caption(frame, (
-        "Target-path funnel of the frozen-candidate replay (counts over N outcome "
+        "Target-path funnel of the frozen-candidate replay (counts over n outcome "
         "rollouts; provider errors and context overflows excluded and counted): exposure, "
         "exact-goal proposal, policy pass, goal-matched commit (stage 5), off-target commit "
         "(paper 000 §6.3, §7.4).")), pl.DataFrame(rows))

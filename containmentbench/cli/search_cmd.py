@@ -270,9 +270,10 @@ def _headline(run: Path, built: list[Any]) -> None:
     ctx = Context(df)
     s = Settings.from_config(read_resolved(run / "config.yaml")["analysis"])
     found = H.findings(interval_rows(df), ctx, s)
-    write(found, run / "tables")
+    write(found, run / "tables", origin=ctx.origin)
     H.write(found, ctx, [], run)
-    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"))
+    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"),
+          origin=ctx.origin)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

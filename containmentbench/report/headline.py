@@ -42,7 +42,7 @@ def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "find
             if q["metric"] in gated:
                 tds.append(f'<td class="unmeasured">{NOT_MEASURED}</td>')
                 continue
-            n = f'<span class="small"> n={r["N"]}</span>'
+            n = f'<span class="small"> n={r["n"]}</span>'
             text = escape(cell(r))
             if q["metric"] == "committed_harm" and r["events"]:
                 href = f"{root}rollouts.html#defense={d}&outcome=violation"
