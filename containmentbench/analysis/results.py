@@ -256,25 +256,68 @@ def _row_stage(r: Mapping[str, Any], col: str, spec: Spec) -> str | None:
     return spec.stage
 
 
+def n_column(table: str, cols: Sequence[str], col: str) -> str | None:
+    """The count column of the number in ``col`` (None: the table has none; Table 24's
+    counts are over its first row, the input model actions)."""
+    spec = SPECS.get(table, Spec())
+    if spec.by_column and {"n_a", "n_b"} <= set(cols):   # Table 14: a's column, then b's
+        named = [c for c in cols if c != "scope"][:2]
+        if col in named:
+            return "n_a" if col == named[0] else "n_b"
+    return spec.n.get(col, "n" if "n" in cols else next(
+        (c for c in N_COLUMNS if c in cols), None))
+
+
 def _n_of(t: Table, r: Mapping[str, Any], col: str, spec: Spec) -> int | None:
     """The rollouts (pairs, model actions) behind the number in ``col`` of row ``r``: its
     count column less its own N/A count (Table 5: N/A rows are not in a mean)."""
-    cols = t.frame.columns
-    if spec.by_column and {"n_a", "n_b"} <= set(cols):   # Table 14: a's column, then b's
-        named = [c for c in cols if t.frame[c].dtype.is_float()][:2]
-        if col in named:
-            return r["n_a" if col == named[0] else "n_b"]
     if t.name == "table24_parser_reparse":  # every count is over the model actions
         first = t.frame.row(0, named=True)
         return first["count"] if first["quantity"] == "input model actions" else None
     if t.name == "table28_integrity_audit":
         return r.get("items_checked")
-    ncol = spec.n.get(col, "n" if "n" in cols else next(
-        (c for c in N_COLUMNS if c in cols), None))
+    ncol = n_column(t.name, t.frame.columns, col)
     if ncol is None or r.get(ncol) is None:
         return None
     na = spec.na.get(col)
     return int(r[ncol]) - (int(r[na]) if na and r.get(na) is not None else 0)
+
+
+def rebuild(results: pl.DataFrame, table: str, columns: Sequence[str], height: int
+            ) -> pl.DataFrame:
+    """Table ``table`` (its header ``columns``, ``height`` rows) rebuilt from the rows of
+    ``results.parquet`` alone: every number from its ``estimate``, every interval column
+    from ``ci_low``/``ci_high`` by its ``interval`` name, every count column from ``n``
+    (plus the number's own N/A count) and every clusters column from ``n_clusters``. Only
+    the numeric cells are filled (labels stay null); a count two rows give differently
+    raises ValueError, since one table cell cannot hold two numbers."""
+    spec = SPECS.get(table, Spec())
+    cells: list[dict[str, Any]] = [{} for _ in range(height)]
+
+    def put(i: int, col: str, v: Any) -> None:
+        if col in cells[i] and cells[i][col] != v:
+            raise ValueError(f"{table} row {i} column {col}: {cells[i][col]} and {v}")
+        cells[i][col] = v
+
+    rows = results.filter(pl.col("source_table") == table).to_dicts()
+    for x in rows:
+        i, col = x["source_row"], x["source_column"]
+        put(i, col, x["estimate"])
+        for name, lo, hi in intervals(col, columns):
+            if name == x["interval"]:
+                put(i, lo, x["ci_low"])
+                put(i, hi, x["ci_high"])
+    for x in rows:  # the counts last: a number's own N/A count is a row of its own
+        i, col = x["source_row"], x["source_column"]
+        ncol = n_column(table, columns, col)
+        if x["n"] is not None and ncol in columns:
+            na = spec.na.get(col)
+            put(i, ncol, x["n"] + (int(cells[i].get(na) or 0) if na else 0))
+        kcol = spec.k.get(col, "n_clusters")
+        if kcol in columns:
+            put(i, kcol, x["n_clusters"])
+    return pl.DataFrame([{c: cell.get(c) for c in columns} for cell in cells],
+                        schema=dict.fromkeys(columns, pl.Float64), orient="row")
 
 
 def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
