@@ -105,7 +105,7 @@ SPECS: dict[str, Spec] = {
                          **{c: "valid_proposal_na" for c in _RATES22},
                          **{f"{c}_pooled": "valid_proposal_na" for c in _RATES22},
                          "truncated": "truncated_na", "truncated_pooled": "truncated_na"},
-        metric={f"{c}_pooled": c for c in (*_RATES22, "truncated")},
+        metric={f"{c}_pooled": str(key_of(c)) for c in (*_RATES22, "truncated")},
         statistic={**{f"{c}_pooled": ("rate", POOLED) for c in (*_RATES22, "truncated")},
                    **{c: ("mean", "mean of the per-rollout rates over the rollouts with a "
                                   "model action (Table 5)") for c in (*_RATES22, "truncated")}}),
