@@ -28,7 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from containmentbench.analysis.paired import Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
+from containmentbench.analysis.parallel import IntervalPool, cluster_ci, quantity_key, resolve
 from containmentbench.analysis.seeds import distinct_traces
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
@@ -70,7 +70,7 @@ def exposure_validity(df: pl.DataFrame, ctx: Context, s: Settings, pool: Interva
                 continue
             seeds = distinct_traces(sub, []).row(0, named=True)
             rows.append({"defense": d, "quantity": label,
-                         "ci": cluster_ci(sub, col, s, pool, "headline", d, col, *stages),
+                         "ci": cluster_ci(sub, col, s, pool, *quantity_key(d, col, stages)),
                          "n_seeds": seeds["n_seeds"],
                          "distinct_traces": seeds["distinct_traces"]})
     frame = pl.DataFrame(resolve(rows), schema={

@@ -28,7 +28,13 @@ import polars as pl
 
 from containmentbench.analysis.outputs import figure_names
 from containmentbench.analysis.paired import Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_ci, resolve
+from containmentbench.analysis.parallel import (
+    IntervalPool,
+    PendingCI,
+    cluster_ci,
+    quantity_key,
+    resolve,
+)
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 from containmentbench.integrity import writer
@@ -90,8 +96,9 @@ def fig03(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         if sub.height == 0:
             continue
         pending.append({"defense": d,
-                        "ci": cluster_ci(sub, "authorized_tainted_action_success", s, pool, "fig03",
-                                  d)})
+                        "ci": cluster_ci(sub, "authorized_tainted_action_success", s, pool,
+                                        *quantity_key(d, "authorized_tainted_action_success",
+                                                      "active_tainted"))})
     return lambda: _fig03(resolve(pending), ctx)
 
 
@@ -121,9 +128,10 @@ def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         sub = ok.filter(pl.col("defense") == d)
         if not sub.height:
             continue
-        pending.append((d, cluster_ci(sub, "committed_harm", s, pool, "fig04", d, "committed_harm"),
-                        cluster_ci(sub, "blast_radius_norm", s, pool, "fig04", d,
-                            "blast_radius_norm")))
+        pending.append((d, cluster_ci(sub, "committed_harm", s, pool,
+                                      *quantity_key(d, "committed_harm", "all")),
+                        cluster_ci(sub, "blast_radius_norm", s, pool,
+                                   *quantity_key(d, "blast_radius_norm", "all"))))
     return lambda: _fig04(pending, ctx)
 
 
@@ -181,7 +189,7 @@ def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str, pool: Int
         for d in (a, b):
             sub = base.filter(pl.col("defense") == d)
             pending.append({"observable": f"{metric} [{stage}]", "defense": d,
-                            "ci": cluster_ci(sub, metric, s, pool, "fig05", d, metric, stage)})
+                            "ci": cluster_ci(sub, metric, s, pool, *quantity_key(d, metric, stage))})
     return lambda: _fig05(resolve(pending), ctx, a, b)
 
 
@@ -223,7 +231,8 @@ def fig06(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         if sub.height:
             for col, label in _FIG06_COLS:
                 pending.append({"defense": d, "observable": label,
-                                "ci": cluster_ci(sub, col, s, pool, "fig06", d, col)})
+                                "ci": cluster_ci(sub, col, s, pool,
+                                                 *quantity_key(d, col, "memory_recovery"))})
     return lambda: _fig06(resolve(pending), ctx)
 
 

@@ -32,7 +32,7 @@ import polars as pl
 
 from containmentbench.analysis.bootstrap import zero_event_bounds
 from containmentbench.analysis.paired import Comparison, Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
+from containmentbench.analysis.parallel import IntervalPool, cluster_ci, quantity_key, resolve
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.validity import Gate
 from containmentbench.analysis.writers import Table
@@ -89,7 +89,7 @@ def findings(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | N
             bound = zero_event_bounds(k)["rule_of_three"] if events == 0 else None
             rows.append({"defense": d, "metric": col, "quantity": TERMS[col].display,
                          "stage": scope(stages),
-                         "ci": cluster_ci(sub, col, s, pool, "findings", d, col, *stages),
+                         "ci": cluster_ci(sub, col, s, pool, *quantity_key(d, col, stages)),
                          "events": events, "zero_event_bound": bound})
     frame = pl.DataFrame(resolve(rows), schema=_SCHEMA, orient="row") if rows else \
         pl.DataFrame(schema=_SCHEMA)

@@ -33,6 +33,7 @@ from containmentbench.analysis.paired import (
     finish,
     pair_interval,
 )
+from containmentbench.metrics.glossary import ALL
 
 #: below this many resampled values in all (rows per defense x intervals x resamples), two
 #: spawned workers (~1 s of start-up each) cost more than they save: full_main (2,520 rows
@@ -119,6 +120,16 @@ class PendingCI:
             return {"estimate": None, "ci_low": None, "ci_high": None, **count}
         ci = self.job.result()
         return {"estimate": ci.estimate, "ci_low": ci.low, "ci_high": ci.high, **count}
+
+
+def quantity_key(defense: str, col: str, stages: str | Sequence[str]) -> tuple[str, ...]:
+    """The seed key of a defense's mean of ``col`` over ``stages`` (``all``, a stage, or a
+    tuple of stages): one key per quantity, whichever table or figure draws its interval,
+    so the same quantity carries the same interval in every table (findings, exposure and
+    validity, the figures' sources). The paper is silent on seeding; this is our choice."""
+    if not isinstance(stages, str):
+        stages = "all" if tuple(stages) == ALL else "+".join(stages)
+    return ("quantity", defense, col, stages)
 
 
 def cluster_ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool,

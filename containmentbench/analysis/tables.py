@@ -7,6 +7,7 @@ caption names the study, model and backend; a simulated-agent run says so in eve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -88,6 +89,16 @@ class Context:
         what = {"all": "every tool of its role", "domain": "its scenario's domain tools"}
         modes = [what.get(m, m) for m in self.tools_offered] or ["n/a"]
         return f"tools offered per agent: {', '.join(modes)}"
+
+
+def origin_of(metrics: str | Path) -> dict[str, object]:
+    """``Context.origin`` of a metrics file (study, model, backend, sim_agent), read from
+    those columns only: the leading CSV columns of a table built without a Context."""
+    df = pl.read_parquet(metrics, columns=["study", "model", "backend"])
+    backends = sorted(df["backend"].unique().to_list())
+    return {"study": ", ".join(sorted(df["study"].unique().to_list())),
+            "model": ", ".join(sorted(df["model"].unique().to_list())),
+            "backend": ", ".join(backends), "sim_agent": "sim" in backends}
 
 
 def column_mean(sub: pl.DataFrame, col: str) -> float | None:

@@ -265,6 +265,7 @@ def reproduce(run: Path, workers: int | None = None) -> dict[str, Any]:
     recompute the metrics from the cached replay traces and Tables 18-19 and the funnel from
     them, the replay index and the qualification rows, into a scratch folder, and compare
     bytes with the study's files (no model, no query)."""
+    from containmentbench.analysis.tables import origin_of
     from containmentbench.analysis.writers import write
     from containmentbench.integrity import writer
     from containmentbench.metrics.compute import compute_metrics, write_metrics
@@ -275,7 +276,7 @@ def reproduce(run: Path, workers: int | None = None) -> dict[str, Any]:
         m = scratch / "metrics" / "rollout_metrics.parquet"
         write_metrics(compute_metrics(run / "traces", workers), m)
         for t in build_tables(run, run / "adaptive" / "qualification", m):
-            write(t, scratch / "tables")
+            write(t, scratch / "tables", origin=origin_of(m))
         for p in sorted([run / "metrics" / "rollout_metrics.parquet",
                          *[q for n in TABLES for q in (run / "tables").glob(f"{n}.*")]]):
             rel = p.relative_to(run).as_posix()

@@ -230,6 +230,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    from containmentbench.analysis.tables import origin_of
     from containmentbench.analysis.writers import write
     from containmentbench.attacks.replay import build_tables
     from containmentbench.integrity import writer
@@ -245,8 +246,9 @@ def cmd_tables(args: argparse.Namespace) -> int:
         writer.check_file(args.run / "tables" / name, "tables", args.force)
     with writer.forcing(args.force):
         built = build_tables(args.run, args.qualification)
+        origin = origin_of(args.run / "metrics" / "rollout_metrics.parquet")
         for t in built:
-            write(t, args.run / "tables")
+            write(t, args.run / "tables", origin=origin)
             print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
         _headline(args.run, built)
     return 0

@@ -201,3 +201,41 @@ def test_table24_says_when_it_is_trivial():
     assert "trivial" in cap and "2 model calls without a parse status" in cap
     legacy = D.table24({**summary, "recorded_parser_versions": ["cb-parser/3+legacy"]}, ctx)
     assert "trivial" not in legacy.caption
+
+
+def test_one_quantity_one_interval_across_tables():
+    """The same defense's mean of the same metric over the same stages gets one interval,
+    whichever table draws it (findings, Fig. 4's source, exposure and validity): its seed
+    key is the quantity's (analysis/parallel.py quantity_key). Another key gives another
+    interval on this frame, so the check can fail."""
+    from containmentbench.analysis import figures
+    from containmentbench.analysis.exposure import exposure_validity
+    from containmentbench.analysis.headline import findings
+    from containmentbench.analysis.paired import Settings
+    from containmentbench.analysis.parallel import IntervalPool, cluster_ci
+
+    s = Settings(resamples=400, confidence=0.95, seed=3, max_batch_elements=1 << 20)
+    rows = [{"scenario_id": f"s{i}", "cluster_id": f"c{i}", "stage": st, "defense": d,
+             "committed_harm": (i * 7 + len(d)) % 3 == 0, "blast_radius_norm": (i * 37 % 11) / 11,
+             "exposed": 1, "fn_exact_proposal": i % 2 == 0}
+            for i in range(30) for d in ("none", "tool_boundary")
+            for st in ("security", "memory_recovery")]
+    df = frame([{**r, "committed_harm": int(r["committed_harm"])} for r in rows])
+    ctx = T.Context(df)
+    f = findings(df, ctx, s).frame
+    with IntervalPool(1) as pool:
+        src, _ = figures.fig04(df, ctx, s, pool)()
+        other = cluster_ci(df.filter(pl.col("defense") == "none"), "blast_radius_norm", s,
+                           pool, "fig04", "none", "blast_radius_norm").get()
+    ev = exposure_validity(df, ctx, s).frame
+    for d in ("none", "tool_boundary"):
+        for m in ("committed_harm", "blast_radius_norm"):
+            a = f.filter((pl.col("defense") == d) & (pl.col("metric") == m)).row(0, named=True)
+            b = src.frame.filter(pl.col("defense") == d).row(0, named=True)
+            assert (a["ci_low"], a["ci_high"]) == (b[f"{m}_low"], b[f"{m}_high"]), (d, m)
+        # committed harm on the attacked stages: here every stage of the study
+        e = ev.filter((pl.col("defense") == d)
+                      & pl.col("quantity").str.starts_with("committed harm")).row(0, named=True)
+        assert e["n"] == 60
+    none = f.filter((pl.col("defense") == "none") & (pl.col("metric") == "blast_radius_norm"))
+    assert (other["ci_low"], other["ci_high"]) != (none["ci_low"][0], none["ci_high"][0])

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
+from tests.report.test_results_table import assert_tables_rebuild
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,9 @@ def test_own_defenses_run_beside_the_paper_defenses_with_a_stack_and_its_grid(us
     cost = res.filter(pl.col("source_table") == "defense_cost")
     assert set(cost["defense"]) >= {"none", "recipient_guard", "no_external_mail"}
     assert cost["ci_low"].null_count() == 0
-    assert res.filter(pl.col("source_table") == "defense_overhead").height == 0  # wall clock: apart
+    assert res.filter(pl.col("source_table") == "defense_overhead").height == 0  # wall clock
+    # a study of stacks and user defenses: every table rebuilds from results.parquet alone
+    assert "stack_attribution" in assert_tables_rebuild(run)
     assert (run / "tables" / "defense_overhead.parquet").exists()
     # the report shows the user's defenses like the others
     assert "recipient_guard" in (run / "report" / "index.html").read_text()

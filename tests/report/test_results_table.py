@@ -125,6 +125,26 @@ def test_every_row_has_its_count_and_true_method(run_dir):
     assert paired.filter(pl.col("interval") == "cluster")["n_clusters"].null_count() == 0
 
 
+def test_one_quantity_has_one_interval(run_dir):
+    """A defense's mean of one metric over one stage scope (the same rollouts) carries the
+    same scenario-cluster interval in every table that reports it: findings, the figures'
+    sources, exposure and validity (one seed key per quantity, analysis/parallel.py).
+    Utility by topology is over a topology's subset and is left out."""
+    r = pl.read_parquet(run_dir / "tables" / "results.parquet").filter(
+        (pl.col("statistic") == "mean") & (pl.col("interval") == "cluster")
+        & (pl.col("comparison").is_null())
+        & ~pl.col("source_table").is_in(["utility_by_topology", "defense_cost",
+                                         "stack_attribution"]))
+    groups = r.group_by("defense", "metric", "stage", "n").agg(
+        pl.col("source_table").n_unique().alias("tables"),
+        pl.col("ci_low").n_unique().alias("lows"), pl.col("ci_high").n_unique().alias("highs"),
+        pl.col("source_table").unique().alias("names"))
+    shared = groups.filter(pl.col("tables") > 1)
+    assert shared.height >= 20  # findings beside fig03/fig04/fig05/fig06/exposure_validity
+    assert shared.filter((pl.col("lows") > 1) | (pl.col("highs") > 1)).height == 0, \
+        shared.filter((pl.col("lows") > 1) | (pl.col("highs") > 1))
+
+
 def test_sql_without_quoting(run_dir):
     """No column of results.parquet is an SQL keyword: a plain query runs (polars SQL;
     duckdb takes the same text)."""
@@ -141,8 +161,10 @@ def test_sql_without_quoting(run_dir):
 
 
 def test_every_csv_says_whose_numbers_it_holds(run_dir):
-    for p in sorted((run_dir / "tables").glob("*.csv")) + sorted(
-            (run_dir / "figures").glob("*.csv")):
+    csvs = [p for d in ("tables", "figures", "audit/tables")
+            for p in sorted((run_dir / d).glob("*.csv"))]
+    assert any(p.parent.name == "figures" for p in csvs)
+    for p in csvs:
         head = p.read_text().splitlines()[0].split(",")
         assert head[:4] == ["study", "model", "backend", "sim_agent"], p.name
         assert p.read_text().splitlines()[1].split(",")[3] == "true", p.name  # sim backend
