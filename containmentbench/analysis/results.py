@@ -325,7 +325,9 @@ def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
     spec = SPECS.get(t.name, Spec())
     cols = t.frame.columns
     skip = attached(cols)
-    values = [c for c in cols if t.frame[c].dtype.is_numeric() and c not in skip
+    # a column of nulls only (a stage the study lacks) is a number column without numbers
+    values = [c for c in cols if (t.frame[c].dtype.is_numeric() or t.frame[c].dtype == pl.Null)
+              and c not in skip
               and c not in spec.skip and c not in ("seed", "case")]
     out: list[dict[str, Any]] = []
     for i, r in enumerate(t.frame.iter_rows(named=True)):
@@ -333,8 +335,10 @@ def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
         a, b = comp.split(" vs ", 1) if isinstance(comp, str) and " vs " in comp else (None,
                                                                                         None)
         for col in values:
-            if r[col] is None:
-                continue
+            n = _n_of(t, r, col, spec)
+            if r[col] is None and n != 0:
+                continue  # an empty cell (N/A); one empty for want of data (n = 0) stays
+                #           as a row, so the table's count of 0 is kept
             defense = r.get("defense") or r.get("evaluated_defense")
             if b is not None and "models" not in cols:
                 defense = a if _side(col)[1] == "a" else b
@@ -348,7 +352,7 @@ def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
                     "comparison": comp if isinstance(comp, str) else None,
                     "defense": defense, "stage": _row_stage(r, col, spec),
                     "metric": _row_metric(r, col, spec), "statistic": stat,
-                    "estimate": _num(r[col]), "n": _n_of(t, r, col, spec),
+                    "estimate": _num(r[col]), "n": n,
                     "n_clusters": r.get(spec.k.get(col, "n_clusters"))}
             ivs = intervals(col, cols)
             if not ivs:

@@ -46,7 +46,9 @@ def assert_tables_rebuild(run_dir):
     ``n`` that is not the table's all fail here. Returns the tables checked."""
     res = pl.read_parquet(run_dir / "tables" / "results.parquet")
     names = _tables(run_dir)
-    assert set(res["source_table"].unique()) == set(names)
+    # a table without a number (an empty table of a stage the study lacks) has no row; its
+    # cells are all null and so rebuild as null below
+    assert set(res["source_table"].unique()) <= set(names)
     for name in names:
         t = _table(run_dir, name)
         got = rebuild(res, name, t.columns, t.height)
