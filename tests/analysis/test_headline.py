@@ -57,8 +57,8 @@ def test_findings_by_hand():
     ref = cluster_bootstrap(sub["committed_harm"].cast(pl.Float64).to_numpy(),
                             cluster_codes(sub["cluster_id"]), n_resamples=S.resamples,
                             confidence=S.confidence,
-                            seed=S.seed_for("findings", "none", "committed_harm", "security",
-                                            "memory_recovery", "active_tainted", "clean"))
+                            # the quantity's seed key (analysis/parallel.py quantity_key)
+                            seed=S.seed_for("quantity", "none", "committed_harm", "all"))
     assert (v["ci_low"], v["ci_high"]) == (ref.low, ref.high)
     z = _row(t, "ledger", "committed_harm")
     # zero events: the scenario-cluster rule of three, 3 / 16 clusters (§7.2, Table 12)

@@ -80,8 +80,9 @@ def test_exposure_validity_means_and_cluster_intervals_by_hand():
     ref = cluster_bootstrap(sub["committed_harm"].cast(pl.Float64).to_numpy(),
                             cluster_codes(sub["cluster_id"]), n_resamples=S.resamples,
                             confidence=S.confidence,
-                            seed=S.seed_for("headline", "none", "committed_harm", "security",
-                                            "memory_recovery"))
+                            # the quantity's seed key (analysis/parallel.py quantity_key)
+                            seed=S.seed_for("quantity", "none", "committed_harm",
+                                            "security+memory_recovery"))
     assert (harm["ci_low"], harm["ci_high"]) == (ref.low, ref.high)
     assert "utility" not in " ".join(h.frame["quantity"])  # no clean/active rows: omitted
 
