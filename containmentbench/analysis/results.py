@@ -70,6 +70,10 @@ class Spec:
 _ACTIVE = ("active_exposure", "authorized_completion", "active_no_final_answer",
            "active_duplicate_side_effect")
 _CLEAN = ("clean_completion", "clean_no_final_answer", "clean_duplicate_side_effect")
+#: Table 11's per-stage counts of left-out rollouts: counted among their own stage's rollouts
+_ACTIVE_COUNTS = ("active_excluded_provider_error", "active_excluded_context_overflow",
+                  "active_exposure_na", "fp_na")
+_CLEAN_COUNTS = ("clean_excluded_provider_error", "clean_excluded_context_overflow")
 _FP = ("fp_block", "fp_confirm", "fp_block_pooled", "fp_confirm_pooled")
 _RATES22 = ("valid_proposal", "parse_failure", "invalid_tool")
 #: per-defense tables (Tables 9, 15, 17): a nullable metric's mean leaves out its N/A rows
@@ -78,11 +82,10 @@ _PER_DEFENSE_NA = {"exposure": "exposure_na", "exact_goal_proposal": "exact_goal
 SPECS: dict[str, Spec] = {
     "table09_security_positive_control": Spec(stage="security", na=_PER_DEFENSE_NA),
     "table11_utility": Spec(
-        column_stage={**{c: "active_tainted" for c in (*_ACTIVE, *_FP, "active_n",
-                                                       "active_exposure_na", "fp_na")},
-                      **{c: "clean" for c in _CLEAN}},
-        n={**{c: "active_n" for c in _ACTIVE}, **{c: "fp_n" for c in _FP},
-           **{c: "clean_n" for c in _CLEAN}},
+        column_stage={**{c: "active_tainted" for c in (*_ACTIVE, *_FP, *_ACTIVE_COUNTS)},
+                      **{c: "clean" for c in (*_CLEAN, *_CLEAN_COUNTS)}},
+        n={**{c: "active_n" for c in (*_ACTIVE, *_ACTIVE_COUNTS)}, **{c: "fp_n" for c in _FP},
+           **{c: "clean_n" for c in (*_CLEAN, *_CLEAN_COUNTS)}},
         na={"active_exposure": "active_exposure_na"},
         k={**{c: "active_n_clusters" for c in _ACTIVE}, **{c: "fp_n_clusters" for c in _FP},
            **{c: "clean_n_clusters" for c in _CLEAN}},

@@ -106,7 +106,9 @@ def test_every_row_has_its_count_and_true_method(run_dir):
     assert fp.height and all(
         x["n"] == t11_frame["fp_n"][x["source_row"]] for x in fp.iter_rows(named=True))
     assert set(fp["stage"]) == {"active_tainted"}
-    clean = t11.filter(pl.col("source_column") == "clean_completion")
+    clean = t11.filter(pl.col("source_column").is_in(["clean_completion",
+                                                       "clean_excluded_provider_error"]))
+    assert clean.height and set(clean["stage"]) == {"clean"}
     assert all(x["n"] == t11_frame["clean_n"][x["source_row"]] for x in clean.iter_rows(named=True))
     pooled = r.filter(pl.col("source_column").str.ends_with("_pooled"))
     assert pooled.height and not pooled["method"].str.contains("eq. 7").any()
