@@ -87,8 +87,9 @@ SPECS: dict[str, Spec] = {
         n={**{c: "active_n" for c in (*_ACTIVE, *_ACTIVE_COUNTS)}, **{c: "fp_n" for c in _FP},
            **{c: "clean_n" for c in (*_CLEAN, *_CLEAN_COUNTS)}},
         na={"active_exposure": "active_exposure_na"},
-        k={**{c: "active_n_clusters" for c in _ACTIVE}, **{c: "fp_n_clusters" for c in _FP},
-           **{c: "clean_n_clusters" for c in _CLEAN}},
+        k={**{c: "active_n_clusters" for c in (*_ACTIVE, *_ACTIVE_COUNTS)},
+           **{c: "fp_n_clusters" for c in _FP},
+           **{c: "clean_n_clusters" for c in (*_CLEAN, *_CLEAN_COUNTS)}},
         metric={"active_no_final_answer": "no_final_answer",
                 "active_duplicate_side_effect": "duplicate_side_effect",
                 "clean_no_final_answer": "no_final_answer",
@@ -196,7 +197,7 @@ _HOW = {"cluster": CLUSTER, "pair": PAIR}
 
 def attached(cols: Sequence[str]) -> set[str]:
     """The columns that are not numbers of their own: counts and intervals."""
-    out = {c for c in cols if c in N_COLUMNS or c.endswith("n_clusters")}
+    out = {c for c in cols if c in N_COLUMNS or "n_clusters" in c}
     for c in cols:
         for _, lo, hi in intervals(c, cols):
             out |= {lo, hi}
@@ -259,16 +260,29 @@ def _row_stage(r: Mapping[str, Any], col: str, spec: Spec) -> str | None:
     return spec.stage
 
 
+def _side_of(table: str, cols: Sequence[str], col: str) -> str | None:
+    """Table 14's value columns are named by defense, a's first: ``a``, ``b`` or None."""
+    if SPECS.get(table, Spec()).by_column and {"n_a", "n_b"} <= set(cols):
+        named = [c for c in cols if c != "scope"][:2]
+        if col in named:
+            return "a" if col == named[0] else "b"
+    return None
+
+
 def n_column(table: str, cols: Sequence[str], col: str) -> str | None:
     """The count column of the number in ``col`` (None: the table has none; Table 24's
     counts are over its first row, the input model actions)."""
-    spec = SPECS.get(table, Spec())
-    if spec.by_column and {"n_a", "n_b"} <= set(cols):   # Table 14: a's column, then b's
-        named = [c for c in cols if c != "scope"][:2]
-        if col in named:
-            return "n_a" if col == named[0] else "n_b"
-    return spec.n.get(col, "n" if "n" in cols else next(
+    side = _side_of(table, cols, col)
+    if side is not None:
+        return f"n_{side}"
+    return SPECS.get(table, Spec()).n.get(col, "n" if "n" in cols else next(
         (c for c in N_COLUMNS if c in cols), None))
+
+
+def k_column(table: str, cols: Sequence[str], col: str) -> str:
+    """The scenario-clusters column of the number in ``col``."""
+    side = _side_of(table, cols, col)
+    return f"n_clusters_{side}" if side else SPECS.get(table, Spec()).k.get(col, "n_clusters")
 
 
 def _n_of(t: Table, r: Mapping[str, Any], col: str, spec: Spec) -> int | None:
@@ -316,7 +330,7 @@ def rebuild(results: pl.DataFrame, table: str, columns: Sequence[str], height: i
         if x["n"] is not None and ncol in columns:
             na = spec.na.get(col)
             put(i, ncol, x["n"] + (int(cells[i].get(na) or 0) if na else 0))
-        kcol = spec.k.get(col, "n_clusters")
+        kcol = k_column(table, columns, col)
         if kcol in columns:
             put(i, kcol, x["n_clusters"])
     return pl.DataFrame([{c: cell.get(c) for c in columns} for cell in cells],
@@ -356,7 +370,7 @@ def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
                     "defense": defense, "stage": _row_stage(r, col, spec),
                     "metric": _row_metric(r, col, spec), "statistic": stat,
                     "estimate": _num(r[col]), "n": n,
-                    "n_clusters": r.get(spec.k.get(col, "n_clusters"))}
+                    "n_clusters": r.get(k_column(t.name, cols, col))}
             ivs = intervals(col, cols)
             if not ivs:
                 out.append({**base, "interval": None, "ci_low": None, "ci_high": None,

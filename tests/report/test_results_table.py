@@ -110,6 +110,12 @@ def test_every_row_has_its_count_and_true_method(run_dir):
                                                        "clean_excluded_provider_error"]))
     assert clean.height and set(clean["stage"]) == {"clean"}
     assert all(x["n"] == t11_frame["clean_n"][x["source_row"]] for x in clean.iter_rows(named=True))
+    # Tables 13 and 14 (the sensitivity part): every mean with its scenario clusters
+    sens = r.filter(pl.col("source_table").is_in(["table13_stage_contribution",
+                                                  "table14_denominator_sensitivity"])
+                    & (pl.col("statistic") == "mean"))
+    assert sens.height and sens["n_clusters"].null_count() == 0
+    assert set(sens["defense"]) == {"tool_boundary", "intent_ledger_v2"}
     pooled = r.filter(pl.col("source_column").str.ends_with("_pooled"))
     assert pooled.height and not pooled["method"].str.contains("eq. 7").any()
     assert pooled["statistic"].unique().to_list() == ["rate"]
