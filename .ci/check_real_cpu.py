@@ -22,17 +22,17 @@ def main(run: Path) -> int:
     head = pl.read_parquet(run / "tables" / "exposure_validity.parquet")
     utility = pl.read_parquet(run / "tables" / "utility_by_topology.parquet")
     exposure = head.filter(pl.col("quantity").str.starts_with("exposure"))
-    if exposure.height == 0 or exposure["mean"].min() <= 0:
+    if exposure.height == 0 or exposure["estimate"].min() <= 0:
         problems.append(f"exposure not above zero: {exposure.rows()}")
     t26 = pl.read_parquet(run / "tables" / "table26_seed_variance.parquet")
     # one seed (the study's size on two cores): nothing to compare; per-request seeds are
     # measured by tests/models/test_vllm_backend.py
     if t26["n_seeds"].max() > 1 and t26["distinct_traces"].max() <= 1.0:
         problems.append("no scenario's seeds gave distinct traces (seeds are copies)")
-    print(head.filter(pl.col("defense") == "none").select("quantity", "N", "mean", "ci_low",
+    print(head.filter(pl.col("defense") == "none").select("quantity", "n", "estimate", "ci_low",
                                                           "ci_high"))
     print(utility.filter(pl.col("defense") == "none").select(
-        "quantity", "topology", "N", "mean", "ci_low", "ci_high"))
+        "quantity", "topology", "n", "estimate", "ci_low", "ci_high"))
     print(f"decodings {manifest['decodings']}; tool modes {manifest['tool_modes']}; "
           f"distinct traces per scenario (of {t26['n_seeds'].max()} seeds): "
           f"{t26['distinct_traces'].min():.2f}..{t26['distinct_traces'].max():.2f}")

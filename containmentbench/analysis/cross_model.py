@@ -106,7 +106,9 @@ def cross_model(metrics: Sequence[str | Path], out: str | Path,
                f"intervals ({s.resamples} resamples, {s.confidence:.0%}). Models kept apart, "
                f"never pooled. Study {frames[0]['study'][0]}; models {', '.join(models)}; "
                f"backends {', '.join(backends)}." + (f" {SIM_NOTE}" if sim else ""))
-    written = write(Table("cross_model_by_defense", caption, frame), out / "tables")
+    written = write(Table("cross_model_by_defense", caption, frame), out / "tables",
+                    origin={"study": frames[0]["study"][0], "model": ", ".join(models),
+                            "backend": ", ".join(backends), "sim_agent": sim})
     doc = headline_doc(rows, models, frames[0]["study"][0], sim, s)
     writer.write_json(out / "tables" / "headline.json", doc, kind="tables", sort_keys=False)
     writer.write_text(out / "tables" / "headline.md", headline_md(doc), kind="tables")
@@ -143,7 +145,8 @@ def headline_doc(rows: Sequence[tuple[str, Comparison]], models: Sequence[str], 
             "method": f"mean paired delta (model B - model A, eq. 12) with its 95% "
                       f"scenario-cluster percentile interval ({s.resamples} resamples, §6.5)",
             "rows": [{"defense": d, "metric": c.metric, "display": TERMS[c.metric].display,
-                      "stage": c.stage, "model_a": c.a, "model_b": c.b, "pairs": c.n_pairs,
+                      "stage": c.stage, "model_a": c.a, "model_b": c.b, "n": c.n_pairs,
+                      "n_clusters": c.cluster.n_clusters if c.cluster else None,
                       "delta": c.delta, "ci_low": c.cluster.low if c.cluster else None,
                       "ci_high": c.cluster.high if c.cluster else None,
                       "interpretation": c.interpretation} for d, c in keep],

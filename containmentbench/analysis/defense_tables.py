@@ -36,12 +36,12 @@ ATTACKED = ("security", "memory_recovery")
 def _mean_row(sub: pl.DataFrame, col: str, s: Settings, *key: Any) -> dict[str, Any]:
     sub = sub.filter(pl.col(col).is_not_null())
     if sub.height == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None, "N": 0, "n_clusters": 0}
+        return {"estimate": None, "ci_low": None, "ci_high": None, "n": 0, "n_clusters": 0}
     iv = cluster_bootstrap(sub[col].cast(pl.Float64).to_numpy(), sub["cluster_id"].to_list(),
                            n_resamples=s.resamples, confidence=s.confidence,
                            seed=s.seed_for("defense-table", *key),
                            batch=s.batch(sub["cluster_id"].n_unique()))
-    return {"mean": iv.estimate, "ci_low": iv.low, "ci_high": iv.high, "N": iv.n,
+    return {"estimate": iv.estimate, "ci_low": iv.low, "ci_high": iv.high, "n": iv.n,
             "n_clusters": iv.n_clusters}
 
 
@@ -67,8 +67,8 @@ def defense_cost(df: pl.DataFrame, ctx: Context, s: Settings) -> list[Table]:
             ci = c.cluster
             steps.append({"comparison": f"none vs {d}", "defense": d, "stage": "all",
                           "metric": "n_model_calls", "delta": c.delta,
-                          "cluster_ci_low": ci.low if ci else None,
-                          "cluster_ci_high": ci.high if ci else None, "pairs": c.n_pairs,
+                          "ci_low": ci.low if ci else None,
+                          "ci_high": ci.high if ci else None, "n": c.n_pairs,
                           "n_clusters": ci.n_clusters if ci else None})
         out.append(Table("defense_cost_steps", ctx.caption(
             "Change in the agent's model calls per rollout a defense causes: the paired delta "
@@ -78,11 +78,11 @@ def defense_cost(df: pl.DataFrame, ctx: Context, s: Settings) -> list[Table]:
 
 
 _COST_SCHEMA = {"defense": pl.String, "stage": pl.String, "metric": pl.String,
-                "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                "N": pl.Int64, "n_clusters": pl.Int64}
+                "estimate": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+                "n": pl.Int64, "n_clusters": pl.Int64}
 _STEPS_SCHEMA = {"comparison": pl.String, "defense": pl.String, "stage": pl.String,
-                 "metric": pl.String, "delta": pl.Float64, "cluster_ci_low": pl.Float64,
-                 "cluster_ci_high": pl.Float64, "pairs": pl.Int64, "n_clusters": pl.Int64}
+                 "metric": pl.String, "delta": pl.Float64, "ci_low": pl.Float64,
+                 "ci_high": pl.Float64, "n": pl.Int64, "n_clusters": pl.Int64}
 
 
 def stack_attribution(df: pl.DataFrame, ctx: Context, s: Settings) -> Table | None:
@@ -174,15 +174,15 @@ def cost_sentences(cost: list[Table]) -> list[str]:
         calls, toks = rows.get("defense_model_calls"), rows.get("defense_tokens")
         st = steps.get(d)
         parts = []
-        if calls and calls["mean"]:
-            parts.append(f"{iv(calls, 'mean', 'ci_low', 'ci_high')} model calls and "
-                         f"{iv(toks, 'mean', 'ci_low', 'ci_high')} tokens of its own per "
+        if calls and calls["estimate"]:
+            parts.append(f"{iv(calls, 'estimate', 'ci_low', 'ci_high')} model calls and "
+                         f"{iv(toks, 'estimate', 'ci_low', 'ci_high')} tokens of its own per "
                          f"rollout" if toks else "")
-        if st and st["delta"] is not None and st["cluster_ci_low"] is not None and not (
-                st["cluster_ci_low"] <= 0.0 <= st["cluster_ci_high"]):
+        if st and st["delta"] is not None and st["ci_low"] is not None and not (
+                st["ci_low"] <= 0.0 <= st["ci_high"]):
             parts.append(f"the agent's model calls per rollout change by "
-                         f"{iv(st, 'delta', 'cluster_ci_low', 'cluster_ci_high', True)} "
-                         f"against none ({st['pairs']} matched pairs)")
+                         f"{iv(st, 'delta', 'ci_low', 'ci_high', True)} "
+                         f"against none ({st['n']} matched pairs)")
         if parts:
             out.append(f"Cost of {d}: " + "; ".join(p for p in parts if p) +
                        " (95% scenario-cluster intervals).")

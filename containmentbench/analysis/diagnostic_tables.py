@@ -39,34 +39,48 @@ def _ratio(sub: pl.DataFrame, num: str, den: str) -> float | None:
 
 def table22(df: pl.DataFrame, ctx: Context) -> Table:
     """Table 22: harm and benign completion per rollout; valid proposals, parse failures and
-    invalid tools per MODEL ACTION (the Appendix F definition of valid_tool_proposal_rate:
-    "over model actions"), pooled over the defense's outcome rollouts; truncated completions
-    per model call."""
+    invalid tools per model action (Appendix F: valid_tool_proposal_rate is "over model
+    actions") and truncated completions per model call. The reported means follow Table 5
+    ("reported means average the per-rollout value"): each is the mean of the per-rollout
+    rates over the outcome rollouts with at least one model action (call), as
+    ``exposure_validity`` reports them; the rates pooled over the model actions (calls) of
+    those rollouts are kept beside them as ``<rate>_pooled`` (the paper is silent on
+    pooling; kept because a long rollout weighs more there)."""
     ok = df.filter(pl.col("status") != "error")
     rows = []
     for d in ctx.defenses:
         sub = ok.filter(pl.col("defense") == d)
-        rows.append({"defense": d, "paper_name": PAPER_ALIAS.get(d, d), "N": sub.height,
+        rows.append({"defense": d, "paper_name": PAPER_ALIAS.get(d, d), "n": sub.height,
+                     "n_clusters": sub["cluster_id"].n_unique(),
                      **X.errors(df.filter(pl.col("defense") == d)),
                      "exposure": column_mean(sub, "exposed"), "exposure_na": X.na(sub, "exposed"),
                      "harm_attempt": column_mean(sub, "harm_attempt"),
                      "committed_violation": column_mean(sub, "committed_harm"),
+                     "valid_proposal": column_mean(sub, "valid_tool_proposal_rate"),
+                     "parse_failure": column_mean(sub, "parse_failure_rate"),
+                     "invalid_tool": column_mean(sub, "invalid_tool_rate"),
+                     # rollouts without a model action: the per-action rates are N/A
+                     "valid_proposal_na": X.na(sub, "valid_tool_proposal_rate"),
+                     "truncated": column_mean(sub, "truncated_rate"),
+                     "truncated_na": X.na(sub, "truncated_rate"),
                      "model_actions": int(sub["n_model_actions"].sum()),
-                     "valid_proposal": _ratio(sub, "n_valid_proposals", "n_model_actions"),
-                     "parse_failure": _ratio(sub, "n_parse_failures", "n_model_actions"),
-                     "invalid_tool": _ratio(sub, "n_invalid_tool", "n_model_actions"),
-                     "truncated": _ratio(sub, "n_truncated", "n_model_calls"),
-                     "parse_failure_rollout_mean": column_mean(sub, "parse_failure_rate"),
+                     "valid_proposal_pooled": _ratio(sub, "n_valid_proposals",
+                                                     "n_model_actions"),
+                     "parse_failure_pooled": _ratio(sub, "n_parse_failures", "n_model_actions"),
+                     "invalid_tool_pooled": _ratio(sub, "n_invalid_tool", "n_model_actions"),
+                     "truncated_pooled": _ratio(sub, "n_truncated", "n_model_calls"),
                      "repeated_calls": column_mean(sub, "repeated_calls"),
                      "benign_completion": column_mean(sub, "benign_success")})
     note = f" {ALIAS_NOTE}" if "taint_only_v1" in ctx.defenses else ""
     return Table("table22_interface_diagnostic", ctx.caption(
         "Model-interface diagnostic (Table 22): exposure, harm attempts, committed "
         "violations, identical repeated calls and benign completion per rollout; valid tool "
-        "proposals, parse failures and invalid tools per model action (pooled: their counts "
-        "over the model actions of the defense's outcome rollouts, model_actions) and "
-        "truncated completions per model call; parse_failure_rollout_mean is the mean of "
-        f"the per-rollout rates, for comparison. {X.CAPTION}{note}"), pl.DataFrame(rows))
+        "proposals, parse failures and invalid tools per model action and truncated "
+        "completions per model call, each the mean of the per-rollout rates (Table 5) over "
+        "the rollouts with a model action (valid_proposal_na, truncated_na: rollouts "
+        "without one, N/A), as in exposure_validity; the *_pooled columns are the same "
+        "rates pooled over the model actions (calls) of the defense's outcome rollouts "
+        f"(model_actions), for comparison. {X.CAPTION}{note}"), pl.DataFrame(rows))
 
 
 def table24(summary: Mapping[str, Any] | None, ctx: Context) -> Table | None:
@@ -123,7 +137,8 @@ def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
             sub = base.filter((pl.col("stage") == st) & (pl.col("defense") == d))
             if sub.height == 0:
                 continue
-            row: dict[str, Any] = {"stage": STAGE_LABEL[st], "defense": d, "N": sub.height,
+            row: dict[str, Any] = {"stage": STAGE_LABEL[st], "defense": d, "n": sub.height,
+                                   "n_clusters": sub["cluster_id"].n_unique(),
                                    **X.errors(attacked.filter((pl.col("stage") == st)
                                                               & (pl.col("defense") == d)))}
             for label, col in FUNNEL_STEPS:
@@ -138,6 +153,6 @@ def target_funnel(df: pl.DataFrame, ctx: Context) -> Table | None:
         "by call id (stage-5 target-path success); an off-target commit violates eq. 5 without "
         "that link and skips no stage; partial follow, beside the funnel, is an unauthorized "
         "commit whose arguments derive from the injection, exact goal or not. Counts k and "
-        "rates k/N, N = attacked outcome rollouts "
+        "rates k/n, n = attacked outcome rollouts "
         "per stage and defense; provider errors and context overflows are excluded and "
         "counted (§6.3, §7.4)."), pl.DataFrame(rows))

@@ -26,7 +26,7 @@ import polars as pl
 
 ERROR_COLUMNS = ("excluded_provider_error", "excluded_context_overflow")
 
-CAPTION = ("N counts the cell's outcome rollouts (status ok, or stopped at the step or "
+CAPTION = ("n counts the cell's outcome rollouts (status ok, or stopped at the step or "
            "identical-call limit); excluded_provider_error and excluded_context_overflow "
            "count its rollouts that ended in a provider error, a context overflow told "
            "apart, never outcomes (Appendix I); a column's _na count is the outcome "

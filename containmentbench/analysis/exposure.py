@@ -28,7 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from containmentbench.analysis.paired import Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
+from containmentbench.analysis.parallel import IntervalPool, cluster_ci, quantity_key, resolve
 from containmentbench.analysis.seeds import distinct_traces
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.writers import Table
@@ -50,9 +50,9 @@ QUANTITIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("active_tainted", "clean")),
     ("duplicate side effect (utility stages; fails completion)", "duplicate_side_effect",
      ("active_tainted", "clean")),
-    ("valid tool calls per model action (all stages)", "valid_tool_proposal_rate",
+    ("valid tool calls per model action, mean of per-rollout rates (all stages)", "valid_tool_proposal_rate",
      ("security", "memory_recovery", "active_tainted", "clean")),
-    ("truncated completions per model action (all stages)", "truncated_rate",
+    ("truncated completions per model call, mean of per-rollout rates (all stages)", "truncated_rate",
      ("security", "memory_recovery", "active_tainted", "clean")),
 )
 
@@ -69,12 +69,13 @@ def exposure_validity(df: pl.DataFrame, ctx: Context, s: Settings, pool: Interva
             if sub.height == 0:
                 continue
             seeds = distinct_traces(sub, []).row(0, named=True)
-            rows.append({"defense": d, "quantity": label, "N": sub.height,
-                         "ci": cluster_ci(sub, col, s, pool, "headline", d, col, *stages),
+            rows.append({"defense": d, "quantity": label,
+                         "ci": cluster_ci(sub, col, s, pool, *quantity_key(d, col, stages)),
                          "n_seeds": seeds["n_seeds"],
                          "distinct_traces": seeds["distinct_traces"]})
     frame = pl.DataFrame(resolve(rows), schema={
-        "defense": pl.String, "quantity": pl.String, "N": pl.Int64, "mean": pl.Float64,
+        "defense": pl.String, "quantity": pl.String, "n": pl.Int64, "n_clusters": pl.Int64,
+        "estimate": pl.Float64,
         "ci_low": pl.Float64, "ci_high": pl.Float64, "n_seeds": pl.Int64,
         "distinct_traces": pl.Float64}, orient="row")
     return Table("exposure_validity", ctx.caption(
@@ -86,6 +87,7 @@ def exposure_validity(df: pl.DataFrame, ctx: Context, s: Settings, pool: Interva
         "and clean completion with the shares of utility rollouts that ended without a final "
         "answer or committed a side effect twice (both fail completion), and the share of "
         "model actions that were valid tool calls or "
-        "cut at max_tokens; means (eq. 7) with scenario-cluster 95% intervals (§6.5); provider "
-        "errors excluded; n_seeds and distinct_traces: seeds per scenario and how many of "
+        "model calls cut at max_tokens (Table 5: the mean of the per-rollout rates); "
+        "means (eq. 7) with scenario-cluster 95% intervals (§6.5); provider "
+        "errors excluded; n rollouts over n_clusters scenarios; n_seeds and distinct_traces: seeds per scenario and how many of "
         "them gave distinct traces."), frame)

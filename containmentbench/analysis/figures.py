@@ -28,7 +28,13 @@ import polars as pl
 
 from containmentbench.analysis.outputs import figure_names
 from containmentbench.analysis.paired import Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, PendingCI, cluster_ci, resolve
+from containmentbench.analysis.parallel import (
+    IntervalPool,
+    PendingCI,
+    cluster_ci,
+    quantity_key,
+    resolve,
+)
 from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import Table
 from containmentbench.integrity import writer
@@ -36,7 +42,8 @@ from containmentbench.metrics.glossary import STAGE_LABEL, TERMS
 
 _META_PNG = {"Software": None}
 _META_PDF = {"Creator": None, "Producer": None, "CreationDate": None}
-_CI = {"mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+_CI = {"n": pl.Int64, "n_clusters": pl.Int64, "estimate": pl.Float64, "ci_low": pl.Float64,
+       "ci_high": pl.Float64}
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 #: one colour and marker per defense by name, the same in every study's figures (a
@@ -113,19 +120,20 @@ def fig03(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         sub = act.filter(pl.col("defense") == d)
         if sub.height == 0:
             continue
-        pending.append({"defense": d, "N": sub.height,
-                        "ci": cluster_ci(sub, "authorized_tainted_action_success", s, pool, "fig03",
-                                  d)})
+        pending.append({"defense": d,
+                        "ci": cluster_ci(sub, "authorized_tainted_action_success", s, pool,
+                                        *quantity_key(d, "authorized_tainted_action_success",
+                                                      "active_tainted"))})
     return lambda: _fig03(resolve(pending), ctx)
 
 
 def _fig03(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:
-    src = pl.DataFrame(rows, schema={"defense": pl.String, "N": pl.Int64, **_CI})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, **_CI})
     fig, ax = plt.subplots(figsize=(7, 3.8))
     ax.set_ylim(0, 1.05)
     if src.height:
         x = list(range(src.height))
-        _bars(ax, x, src["mean"].to_list(), src["ci_low"].to_list(), src["ci_high"].to_list(),
+        _bars(ax, x, src["estimate"].to_list(), src["ci_low"].to_list(), src["ci_high"].to_list(),
               width=0.6, color=COLORS[0])
         ax.set_xticks(x, src["defense"].to_list(), rotation=30, ha="right", fontsize=8)
     ax.set_xlabel("defense")
@@ -145,9 +153,10 @@ def fig04(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         sub = ok.filter(pl.col("defense") == d)
         if not sub.height:
             continue
-        pending.append((d, cluster_ci(sub, "committed_harm", s, pool, "fig04", d, "committed_harm"),
-                        cluster_ci(sub, "blast_radius_norm", s, pool, "fig04", d,
-                            "blast_radius_norm")))
+        pending.append((d, cluster_ci(sub, "committed_harm", s, pool,
+                                      *quantity_key(d, "committed_harm", "all")),
+                        cluster_ci(sub, "blast_radius_norm", s, pool,
+                                   *quantity_key(d, "blast_radius_norm", "all"))))
     return lambda: _fig04(pending, ctx)
 
 
@@ -157,11 +166,16 @@ def _fig04(pending: list[tuple[str, PendingCI, PendingCI]], ctx: Context
     rows = []
     for d, pv, pb in pending:
         v, b = pv.get(), pb.get()
-        rows.append({"defense": d, v_: v["mean"], f"{v_}_low": v["ci_low"],
-                     f"{v_}_high": v["ci_high"], b_: b["mean"], f"{b_}_low": b["ci_low"],
-                     f"{b_}_high": b["ci_high"]})
-    src = pl.DataFrame(rows, schema={"defense": pl.String, **{
-        f"{m}{s}": pl.Float64 for m in (v_, b_) for s in ("", "_low", "_high")}})
+        # n, n_clusters: the rollouts behind committed_harm (defined on every outcome
+        # rollout); blast_radius_norm_n: those behind the spread (null where R_tau is empty)
+        rows.append({"defense": d, "n": v["n"], "n_clusters": v["n_clusters"],
+                     v_: v["estimate"], f"{v_}_low": v["ci_low"], f"{v_}_high": v["ci_high"],
+                     b_: b["estimate"], f"{b_}_low": b["ci_low"], f"{b_}_high": b["ci_high"],
+                     f"{b_}_n": b["n"]})
+    src = pl.DataFrame(rows, schema={"defense": pl.String, "n": pl.Int64,
+                                     "n_clusters": pl.Int64, **{
+        f"{m}{s}": pl.Float64 for m in (v_, b_) for s in ("", "_low", "_high")},
+        f"{b_}_n": pl.Int64})
     fig, ax = plt.subplots(figsize=(7, 4.8))
     pts = [r for r in rows if r[v_] is not None and r[b_] is not None]
     for i, r in enumerate(pts):
@@ -201,8 +215,7 @@ def fig05(df: pl.DataFrame, ctx: Context, s: Settings, a: str, b: str, pool: Int
         for d in (a, b):
             sub = base.filter(pl.col("defense") == d)
             pending.append({"observable": f"{metric} [{stage}]", "defense": d,
-                            "N": sub.height,
-                            "ci": cluster_ci(sub, metric, s, pool, "fig05", d, metric, stage)})
+                            "ci": cluster_ci(sub, metric, s, pool, *quantity_key(d, metric, stage))})
     return lambda: _fig05(resolve(pending), ctx, a, b)
 
 
@@ -210,13 +223,13 @@ def _fig05(rows: list[dict[str, Any]], ctx: Context, a: str, b: str
            ) -> tuple[Table, plt.Figure]:
     obs = _FIG05_OBS
     src = pl.DataFrame(rows, schema={"observable": pl.String, "defense": pl.String,
-                                     "N": pl.Int64, **_CI})
+                                     **_CI})
     fig, ax = plt.subplots(figsize=(8, 4.4))
     ax.set_ylim(0, 1.05)
     n = len(obs)
     for i, d in enumerate((a, b)):
         sub = src.filter(pl.col("defense") == d)
-        _bars(ax, [k + 0.4 * i for k in range(n)], sub["mean"].to_list(),
+        _bars(ax, [k + 0.4 * i for k in range(n)], sub["estimate"].to_list(),
               sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.4,
               color=style_of(d)[0], label=d)
     ax.set_xticks([k + 0.2 for k in range(n)],
@@ -243,22 +256,23 @@ def fig06(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool) -> _D
         sub = mem.filter(pl.col("defense") == d)
         if sub.height:
             for col, label in _FIG06_COLS:
-                pending.append({"defense": d, "observable": label, "N": sub.height,
-                                "ci": cluster_ci(sub, col, s, pool, "fig06", d, col)})
+                pending.append({"defense": d, "observable": label,
+                                "ci": cluster_ci(sub, col, s, pool,
+                                                 *quantity_key(d, col, "memory_recovery"))})
     return lambda: _fig06(resolve(pending), ctx)
 
 
 def _fig06(rows: list[dict[str, Any]], ctx: Context) -> tuple[Table, plt.Figure]:
     cols = _FIG06_COLS
     src = pl.DataFrame(rows, schema={"defense": pl.String, "observable": pl.String,
-                                     "N": pl.Int64, **_CI})
+                                     **_CI})
     fig, ax = plt.subplots(figsize=(8, 4.2))
     defenses = [d for d in ctx.defenses if d in set(src["defense"].to_list())]
     top = max([1.0, *[h for h in src["ci_high"].to_list() if h is not None]])
     ax.set_ylim(0, top * 1.05)
     for i, (_, label) in enumerate(cols):
         sub = src.filter(pl.col("observable") == label)
-        _bars(ax, [k + 0.27 * i for k in range(len(defenses))], sub["mean"].to_list(),
+        _bars(ax, [k + 0.27 * i for k in range(len(defenses))], sub["estimate"].to_list(),
               sub["ci_low"].to_list(), sub["ci_high"].to_list(), width=0.27,
               color=COLORS[i], label=label)
     ax.set_xticks([k + 0.27 for k in range(len(defenses))], defenses, rotation=30, ha="right",

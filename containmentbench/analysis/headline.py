@@ -32,7 +32,7 @@ import polars as pl
 
 from containmentbench.analysis.bootstrap import zero_event_bounds
 from containmentbench.analysis.paired import Comparison, Settings, stage_rows
-from containmentbench.analysis.parallel import IntervalPool, cluster_ci, resolve
+from containmentbench.analysis.parallel import IntervalPool, cluster_ci, quantity_key, resolve
 from containmentbench.analysis.tables import Context
 from containmentbench.analysis.validity import Gate
 from containmentbench.analysis.writers import Table
@@ -52,7 +52,7 @@ QUANTITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("recovery_success", ("memory_recovery",)),
 )
 _SCHEMA = {"defense": pl.String, "metric": pl.String, "quantity": pl.String,
-           "stage": pl.String, "N": pl.Int64, "n_clusters": pl.Int64, "mean": pl.Float64,
+           "stage": pl.String, "n": pl.Int64, "n_clusters": pl.Int64, "estimate": pl.Float64,
            "ci_low": pl.Float64, "ci_high": pl.Float64, "events": pl.Int64,
            "zero_event_bound": pl.Float64}
 
@@ -88,8 +88,8 @@ def findings(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | N
             events = int(sub[col].sum()) if _indicator(sub, col) else None
             bound = zero_event_bounds(k)["rule_of_three"] if events == 0 else None
             rows.append({"defense": d, "metric": col, "quantity": TERMS[col].display,
-                         "stage": scope(stages), "N": sub.height, "n_clusters": k,
-                         "ci": cluster_ci(sub, col, s, pool, "findings", d, col, *stages),
+                         "stage": scope(stages),
+                         "ci": cluster_ci(sub, col, s, pool, *quantity_key(d, col, stages)),
                          "events": events, "zero_event_bound": bound})
     frame = pl.DataFrame(resolve(rows), schema=_SCHEMA, orient="row") if rows else \
         pl.DataFrame(schema=_SCHEMA)
@@ -97,7 +97,7 @@ def findings(df: pl.DataFrame, ctx: Context, s: Settings, pool: IntervalPool | N
         "Findings per defense: committed policy violation (eq. 5, all stages), authorized "
         "completion (eq. 6, active-tainted stage), clean completion (clean stage), logged "
         "spread (eq. 4, all stages) and recovery success (memory/recovery stage); "
-        f"{METHOD}; N rollouts over n_clusters scenarios; events of an indicator metric; "
+        f"{METHOD}; n rollouts over n_clusters scenarios; events of an indicator metric; "
         "provider errors excluded."), frame)
 
 
@@ -113,8 +113,8 @@ def _num(x: float | None, signed: bool = False) -> str:
 def cell(r: Mapping[str, Any]) -> str:
     """``0.412 [0.380, 0.445]``, or ``0 of 2520 (≤ 0.0060)`` after zero events."""
     if r["events"] == 0 and r["zero_event_bound"] is not None:
-        return f"0 of {r['N']} (≤ {r['zero_event_bound']:.4f})"
-    return f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+        return f"0 of {r['n']} (≤ {r['zero_event_bound']:.4f})"
+    return f"{_num(r['estimate'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
 
 
 def _names(ds: Sequence[str]) -> str:
@@ -124,12 +124,12 @@ def _names(ds: Sequence[str]) -> str:
 
 def _extreme(rows: list[dict[str, Any]], metric: str, among: set[str] | None,
              best_high: bool) -> tuple[list[str], dict[str, Any]] | None:
-    mine = [r for r in rows if r["metric"] == metric and r["mean"] is not None
+    mine = [r for r in rows if r["metric"] == metric and r["estimate"] is not None
             and (among is None or r["defense"] in among)]
     if not mine:
         return None
-    best = (max if best_high else min)(r["mean"] for r in mine)
-    top = [r for r in mine if r["mean"] == best]
+    best = (max if best_high else min)(r["estimate"] for r in mine)
+    top = [r for r in mine if r["estimate"] == best]
     return [r["defense"] for r in top], top[0]
 
 
@@ -143,8 +143,8 @@ def answer_sentences(rows: list[dict[str, Any]],
     names: list[str] = []
     if low is not None:
         names, r = low
-        tail = (f"no event in {r['N']} rollouts each" if r["events"] == 0 else
-                f"{_num(r['mean'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
+        tail = (f"no event in {r['n']} rollouts each" if r["events"] == 0 else
+                f"{_num(r['estimate'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
         out.append(f"{TERMS['committed_harm'].display} ({scope_label(r['stage'])}) is lowest "
                    f"under {_names(names)} ({tail}).")
     elif _extreme(rows, "committed_harm", None, best_high=False) is None:
@@ -156,7 +156,7 @@ def answer_sentences(rows: list[dict[str, Any]],
         if hi is None:
             continue
         who, h = hi
-        ci = f"{_num(h['mean'])} [{_num(h['ci_low'])}, {_num(h['ci_high'])}]"
+        ci = f"{_num(h['estimate'])} [{_num(h['ci_low'])}, {_num(h['ci_high'])}]"
         what = f"{TERMS[metric].display.lower()} ({scope_label(h['stage'])})"
         if not names:  # violation not measured: utility ranked over every defense
             out.append(f"{what[0].upper()}{what[1:]} is highest under {_names(who)}: {ci}.")
@@ -172,7 +172,7 @@ def zero_event_sentences(rows: list[dict[str, Any]]) -> list[str]:
     groups: dict[tuple[str, str, int, int, float], list[str]] = {}
     for r in rows:
         if r["events"] == 0 and r["metric"] == "committed_harm":
-            key = (r["metric"], r["stage"], r["N"], r["n_clusters"], r["zero_event_bound"])
+            key = (r["metric"], r["stage"], r["n"], r["n_clusters"], r["zero_event_bound"])
             groups.setdefault(key, []).append(r["defense"])
     out = []
     for (metric, stage, n, k, bound), ds in groups.items():
@@ -262,7 +262,7 @@ def _lines(doc: Mapping[str, Any], esc: Callable[[str], str], rule: str,
     body = [[d] + [NOT_MEASURED if q["metric"] in gated and (d, q["metric"]) in by else
                    cell(by[(d, q["metric"])]) if (d, q["metric"]) in by else "N/A"
                    for q in qs] for d in defenses]
-    ns = [sorted({by[(d, q["metric"])]["N"] for d in defenses if (d, q["metric"]) in by})
+    ns = [sorted({by[(d, q["metric"])]["n"] for d in defenses if (d, q["metric"]) in by})
           for q in qs]
     body.append(["N per defense"] + [", ".join(map(str, n)) for n in ns])
     heads = [head, scopes] if two_line_head else [head]

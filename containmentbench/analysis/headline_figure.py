@@ -43,18 +43,13 @@ def _axis(metric: str, stage: str) -> str:
     return f"{TERMS[metric].display} ({where}, {TERMS[metric].equation})"
 
 
-def _est(r: Mapping) -> float | None:
-    """The row's estimate, under the one vocabulary's name or the older ``mean``."""
-    return r["estimate"] if "estimate" in r else r.get("mean")
-
-
 def _point(ax: plt.Axes, x: float, xlo: float, xhi: float, y: dict, defense: str,
            label: str | None, dx: float = 0.0) -> None:
     """One defense's point, drawn ``dx`` to the side of ``x`` when it is dodged; its
     intervals keep their true ends."""
     color, marker = style_of(defense)
     zero = y["events"] == 0 and y["zero_event_bound"] is not None
-    mean = _est(y)
+    mean = y["estimate"]
     ylo, yhi = (0.0, 0.0) if zero else (y["ci_low"], y["ci_high"])
     xd = x + dx
     ax.errorbar([xd], [mean], xerr=[[max(0.0, xd - xlo)], [max(0.0, xhi - xd)]],
@@ -120,18 +115,18 @@ def draw(findings: pl.DataFrame, ctx: Context, out: Path,
                     if lows and min(lows) > 0.5 else -0.03)
         pts: list[tuple[str, float, float, float, dict]] = []
         for i, d in enumerate(defenses):
-            if (d, Y) not in by or _est(by[(d, Y)]) is None:
+            if (d, Y) not in by or by[(d, Y)]["estimate"] is None:
                 continue
             y = by[(d, Y)]
             if panels:
                 x = by.get((d, panels[j]))
-                if x is None or _est(x) is None:
+                if x is None or x["estimate"] is None:
                     continue
-                xv, xlo, xhi = _est(x), x["ci_low"], x["ci_high"]
+                xv, xlo, xhi = x["estimate"], x["ci_low"], x["ci_high"]
             else:
                 xv = xlo = xhi = float(i)
             pts.append((d, xv, xlo, xhi, y))
-        offsets = (dodge([(p[1], _est(p[4])) for p in pts], 1.03 - left, top * 1.1)
+        offsets = (dodge([(p[1], p[4]["estimate"]) for p in pts], 1.03 - left, top * 1.1)
                    if panels else [0.0] * len(pts))
         dodged = dodged or any(offsets)
         for (d, xv, xlo, xhi, y), dx in zip(pts, offsets):

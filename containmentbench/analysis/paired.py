@@ -297,7 +297,8 @@ def divergence_draws(df: pl.DataFrame, a: str, b: str, stage: str, s: Settings
 
 def divergence_finish(row: Mapping[str, Any], ci: Interval | None) -> dict[str, Any]:
     return {**row, "ci_low": ci.low if ci is not None else None,
-            "ci_high": ci.high if ci is not None else None}
+            "ci_high": ci.high if ci is not None else None,
+            "n_clusters": ci.n_clusters if ci is not None else None}
 
 
 def _excluded(df: pl.DataFrame, defenses: Sequence[str], stage: str,
@@ -320,7 +321,8 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
     weight N_g / N_total (the all-stage mean is the N-weighted mean of the stage means), and
     the rollouts of both defenses each row leaves out (analysis/exclusions.py)."""
     rows = []
-    base = stage_rows(df.select(metric, "defense", "stage", "status"), "all", metric)
+    base = stage_rows(df.select(metric, "defense", "stage", "status", "cluster_id"), "all",
+                      metric)
     n_total = base.filter(pl.col("defense") == a).height
     for st in stages:
         sa = base.filter((pl.col("defense") == a) & (pl.col("stage") == st))
@@ -329,22 +331,24 @@ def stage_contribution(df: pl.DataFrame, a: str, b: str, metric: str,
             continue
         ma, mb = fmean(sa[metric]), fmean(sb[metric]) if sb.height else None
         gap = (sa.height / n_total) * (ma - mb) if mb is not None else None
-        rows.append({"stage": st, "n_per_defense": sa.height, "mean_a": ma, "mean_b": mb,
+        rows.append({"stage": st, "n_per_defense": sa.height,
+                     "n_clusters": sa["cluster_id"].n_unique(), "mean_a": ma, "mean_b": mb,
                      "weighted_gap": gap, **_excluded(df, (a, b), st, metric)})
     total_gap = sum(r["weighted_gap"] for r in rows if r["weighted_gap"] is not None)
     for r in rows:
         r["gap_share"] = (r["weighted_gap"] / total_gap) if total_gap and \
             r["weighted_gap"] is not None else None
     allr = {"stage": "all", "n_per_defense": n_total,
+            "n_clusters": base.filter(pl.col("defense") == a)["cluster_id"].n_unique(),
             "mean_a": fmean(base.filter(pl.col("defense") == a)[metric]) if n_total else None,
             "mean_b": fmean(base.filter(pl.col("defense") == b)[metric]) if n_total else None,
             "weighted_gap": total_gap, **_excluded(df, (a, b), "all", metric),
             "gap_share": 1.0 if total_gap else None}
     return pl.DataFrame([*rows, allr], schema={
-        "stage": pl.String, "n_per_defense": pl.Int64, "mean_a": pl.Float64,
-        "mean_b": pl.Float64, "weighted_gap": pl.Float64, **_EXCLUDED_SCHEMA,
-        "gap_share": pl.Float64}).select(
-        "stage", "n_per_defense", "mean_a", "mean_b", "weighted_gap", "gap_share",
+        "stage": pl.String, "n_per_defense": pl.Int64, "n_clusters": pl.Int64,
+        "mean_a": pl.Float64, "mean_b": pl.Float64, "weighted_gap": pl.Float64,
+        **_EXCLUDED_SCHEMA, "gap_share": pl.Float64}).select(
+        "stage", "n_per_defense", "n_clusters", "mean_a", "mean_b", "weighted_gap", "gap_share",
         *_EXCLUDED_SCHEMA)
 
 
@@ -357,8 +361,11 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     rows = []
 
     def cell(stage: str, defense: str, col: str) -> pl.DataFrame:
-        return stage_rows(df.select(col, "defense", "stage", "status"), stage, col) \
-            .filter(pl.col("defense") == defense)
+        return stage_rows(df.select(col, "defense", "stage", "status", "cluster_id"), stage,
+                          col).filter(pl.col("defense") == defense)
+
+    def k(frame: pl.DataFrame) -> int:  # the scenario clusters behind a mean
+        return frame["cluster_id"].n_unique()
 
     for label, stage, col in (
             ("All stages, realized denominator", "all", "blast_radius_norm"),
@@ -369,23 +376,27 @@ def sensitivity(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
         ca, cb = cell(stage, a, col), cell(stage, b, col)
         rows.append({"scope": label, "mean_a": fmean(ca[col]) if ca.height else None,
                      "mean_b": fmean(cb[col]) if cb.height else None, "n_a": ca.height,
-                     "n_b": cb.height, **_excluded(df, (a, b), stage, col),
+                     "n_b": cb.height, "n_clusters_a": k(ca), "n_clusters_b": k(cb),
+                     **_excluded(df, (a, b), stage, col),
                      "not_both_completed": None})
     p = pairs(df, a, b, "authorized_tainted_action_success", "active_tainted")
     done = p.filter((pl.col("value_a") == 1) & (pl.col("value_b") == 1))
     keys = done.select(PAIR_KEYS)
-    base = stage_rows(df.select(*PAIR_KEYS, "blast_radius_norm", "defense", "stage", "status"),
-                      "active_tainted", "blast_radius_norm")
+    base = stage_rows(df.select(*PAIR_KEYS, "blast_radius_norm", "defense", "stage", "status",
+                                "cluster_id"), "active_tainted", "blast_radius_norm")
     sub = base.join(keys, on=PAIR_KEYS, how="semi")
     sa, sb = sub.filter(pl.col("defense") == a), sub.filter(pl.col("defense") == b)
     rows.append({"scope": "Authorized-completion subset",
                  "mean_a": fmean(sa["blast_radius_norm"]) if done.height else None,
                  "mean_b": fmean(sb["blast_radius_norm"]) if done.height else None,
                  "n_a": sa.height if done.height else 0, "n_b": sb.height if done.height else 0,
+                 "n_clusters_a": k(sa) if done.height else 0,
+                 "n_clusters_b": k(sb) if done.height else 0,
                  **_excluded(df, (a, b), "active_tainted", "authorized_tainted_action_success"),
                  "not_both_completed": p.height - done.height})
     return pl.DataFrame(rows, schema={"scope": pl.String, "mean_a": pl.Float64,
                                       "mean_b": pl.Float64, "n_a": pl.Int64, "n_b": pl.Int64,
+                                      "n_clusters_a": pl.Int64, "n_clusters_b": pl.Int64,
                                       **_EXCLUDED_SCHEMA, "not_both_completed": pl.Int64})
 
 

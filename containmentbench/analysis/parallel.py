@@ -33,6 +33,7 @@ from containmentbench.analysis.paired import (
     finish,
     pair_interval,
 )
+from containmentbench.metrics.glossary import ALL
 
 #: below this many resampled values in all (rows per defense x intervals x resamples), two
 #: spawned workers (~1 s of start-up each) cost more than they save: full_main (2,520 rows
@@ -106,16 +107,29 @@ class IntervalPool:
 
 
 class PendingCI:
-    """A mean's interval submitted to the pool; ``get()`` waits for it."""
+    """A mean's interval submitted to the pool; ``get()`` waits for it and gives the
+    estimate, its interval and the rollouts and scenario clusters behind it (the values
+    the mean is over, nulls left out: Table 5), so a table's n is that of its estimate."""
 
-    def __init__(self, job: Any) -> None:
-        self.job = job
+    def __init__(self, job: Any, n: int = 0, n_clusters: int = 0) -> None:
+        self.job, self.n, self.n_clusters = job, n, n_clusters
 
-    def get(self) -> dict[str, float | None]:
+    def get(self) -> dict[str, float | int | None]:
+        count = {"n": self.n, "n_clusters": self.n_clusters}
         if self.job is None:
-            return {"mean": None, "ci_low": None, "ci_high": None}
+            return {"estimate": None, "ci_low": None, "ci_high": None, **count}
         ci = self.job.result()
-        return {"mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high}
+        return {"estimate": ci.estimate, "ci_low": ci.low, "ci_high": ci.high, **count}
+
+
+def quantity_key(defense: str, col: str, stages: str | Sequence[str]) -> tuple[str, ...]:
+    """The seed key of a defense's mean of ``col`` over ``stages`` (``all``, a stage, or a
+    tuple of stages): one key per quantity, whichever table or figure draws its interval,
+    so the same quantity carries the same interval in every table (findings, exposure and
+    validity, the figures' sources). The paper is silent on seeding; this is our choice."""
+    if not isinstance(stages, str):
+        stages = "all" if tuple(stages) == ALL else "+".join(stages)
+    return ("quantity", defense, col, stages)
 
 
 def cluster_ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool,
@@ -129,11 +143,13 @@ def cluster_ci(sub: pl.DataFrame, col: str, s: Settings, pool: IntervalPool,
     v = sub[col].cast(pl.Float64).to_numpy()
     return PendingCI(pool.submit(partial(
         cluster_bootstrap, v, cluster_codes(sub["cluster_id"]), n_resamples=s.resamples,
-        confidence=s.confidence, seed=s.seed_for(*key))))
+        confidence=s.confidence, seed=s.seed_for(*key))), sub.height,
+        sub["cluster_id"].n_unique())
 
 
 def resolve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with every pending interval replaced by its mean, low and high."""
+    """Rows with every pending interval replaced by its estimate, low, high, n and
+    n_clusters."""
     out = []
     for r in rows:
         flat: dict[str, Any] = {}

@@ -149,10 +149,11 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     written = []
     writer.ensure_dir(out, "analysis")  # after every input was read and checked
     for t in out_tables:
-        written += write(t, out / "tables")
-    wall_clock = write(overhead, out / "tables") if overhead is not None else []
+        written += write(t, out / "tables", origin=ctx.origin)
+    wall_clock = write(overhead, out / "tables", origin=ctx.origin) \
+        if overhead is not None else []
     for t in fig_tables:
-        written += write(t, out / "figures")
+        written += write(t, out / "figures", origin=ctx.origin)
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/
     # the quantities the study did not measure (analysis/validity.py): said, never ranked
     gates = validity.gates(stage_rows(iv, "all"), cfg)
@@ -162,7 +163,7 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
                   if p.suffix in (".png", ".pdf")]
     # every number of every table above, one row each (analysis/results.py)
     written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
-                     formats=("parquet", "csv"))
+                     formats=("parquet", "csv"), origin=ctx.origin)
     # relative to the output folder: analysis.json is hashed by freeze, and an absolute path
     # would tie it to one machine and one results_dir
     rel_metrics = os.path.relpath(os.path.abspath(metrics_path), os.path.abspath(out))

@@ -7,6 +7,7 @@ caption names the study, model and backend; a simulated-agent run says so in eve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -65,6 +66,12 @@ class Context:
         self.exposure = fmean(ok["exposed"]) if "exposed" in df.columns else None
         self.exposed_n = ok["exposed"].drop_nulls().len() if "exposed" in df.columns else 0
 
+    @property
+    def origin(self) -> dict[str, object]:
+        """Whose numbers a table holds: the leading columns of every CSV (writers.write)."""
+        return {"study": self.study, "model": self.models, "backend": ", ".join(self.backends),
+                "sim_agent": self.sim}
+
     def caption(self, text: str) -> str:
         tail = f" Study {self.study}; model {self.models}; backend {', '.join(self.backends)}."
         if self.sim:
@@ -82,6 +89,16 @@ class Context:
         what = {"all": "every tool of its role", "domain": "its scenario's domain tools"}
         modes = [what.get(m, m) for m in self.tools_offered] or ["n/a"]
         return f"tools offered per agent: {', '.join(modes)}"
+
+
+def origin_of(metrics: str | Path) -> dict[str, object]:
+    """``Context.origin`` of a metrics file (study, model, backend, sim_agent), read from
+    those columns only: the leading CSV columns of a table built without a Context."""
+    df = pl.read_parquet(metrics, columns=["study", "model", "backend"])
+    backends = sorted(df["backend"].unique().to_list())
+    return {"study": ", ".join(sorted(df["study"].unique().to_list())),
+            "model": ", ".join(sorted(df["model"].unique().to_list())),
+            "backend": ", ".join(backends), "sim_agent": "sim" in backends}
 
 
 def column_mean(sub: pl.DataFrame, col: str) -> float | None:
@@ -105,7 +122,8 @@ def per_defense(df: pl.DataFrame, stage: str, ctx: Context,
         cell = everything.filter(pl.col("defense") == d)
         sub = base.filter(pl.col("defense") == d)
         if cell.height:
-            row = {"defense": d, "N": sub.height, **X.errors(cell),
+            row = {"defense": d, "n": sub.height,
+                   "n_clusters": sub["cluster_id"].n_unique(), **X.errors(cell),
                    **{label: column_mean(sub, m) for label, m in columns.items()}}
             rows.append(X.with_na(row, cell, dict(columns), nullable))
     return pl.DataFrame(rows)
@@ -118,6 +136,7 @@ def table03(df: pl.DataFrame, ctx: Context) -> Table:
         if sub.height == 0:
             continue
         rows.append({"component": STAGE_LABEL[st], "scenarios": sub["scenario_id"].n_unique(),
+                     "n_clusters": sub["cluster_id"].n_unique(),
                      "defenses": sub["defense"].n_unique(), "seeds": sub["seed"].n_unique(),
                      "rows": sub.height, "outcome_rows": X.outcomes(sub).height,
                      **X.errors(sub), "recorded_metrics": RECORDED[st]})
@@ -135,7 +154,7 @@ def table09(df: pl.DataFrame, ctx: Context) -> Table:
         nullable=("exposure", "exact_goal_proposal"))
     return Table("table09_security_positive_control", ctx.caption(
         "Security-stage positive control and policy outcomes, beside exposure (the injection "
-        "in a model call's context) and exact-goal proposals (the model followed it); N is "
+        "in a model call's context) and exact-goal proposals (the model followed it); n is "
         f"security scenarios x seeds per defense (Table 9). {X.CAPTION}"), frame)
 
 
@@ -145,9 +164,10 @@ def _fp(sub: pl.DataFrame) -> dict[str, Any]:
     confirmation) over the rollout's authorized opportunities, averaged over the rollouts
     where it is defined), with the pooled ratio of sums kept beside it."""
     has = sub.filter(pl.col("authorized_opportunities").fill_null(0) > 0)
-    return {"fp_block": column_mean(has, "false_positive_block_rate"),
+    return {"fp_n_clusters": has["cluster_id"].n_unique(),
+            "fp_block": column_mean(has, "false_positive_block_rate"),
             "fp_confirm": column_mean(has, "false_positive_confirm_rate"),
-            "fp_rollouts": has.height, "fp_na": sub.height - has.height,
+            "fp_n": has.height, "fp_na": sub.height - has.height,
             "fp_block_pooled": _pooled(has, "fp_block_count", "authorized_opportunities"),
             "fp_confirm_pooled": _pooled(has, "fp_confirm_count", "authorized_opportunities")}
 
@@ -162,7 +182,8 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
         c = cln.filter(pl.col("defense") == d)
         ea = X.errors(act_all.filter(pl.col("defense") == d))
         ec = X.errors(cln_all.filter(pl.col("defense") == d))
-        rows.append({"defense": d, "active_N": a.height,
+        rows.append({"defense": d, "active_n": a.height,
+                     "active_n_clusters": a["cluster_id"].n_unique(),
                      "active_excluded_provider_error": ea["excluded_provider_error"],
                      "active_excluded_context_overflow": ea["excluded_context_overflow"],
                      "active_exposure": column_mean(a, "exposed"),
@@ -173,7 +194,7 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
                      "active_no_final_answer": column_mean(a, "no_final_answer"),
                      "active_duplicate_side_effect": column_mean(a, "duplicate_side_effect"),
                      **_fp(a),
-                     "clean_N": c.height,
+                     "clean_n": c.height, "clean_n_clusters": c["cluster_id"].n_unique(),
                      "clean_excluded_provider_error": ec["excluded_provider_error"],
                      "clean_excluded_context_overflow": ec["excluded_context_overflow"],
                      "clean_completion": column_mean(c, "clean_benign_completion"),
@@ -186,10 +207,10 @@ def table11(df: pl.DataFrame, ctx: Context) -> Table:
         "rollout that ended without its final answer (step or repeat limit, or a give-up) or "
         "committed a side effect twice, and the *_no_final_answer and "
         "*_duplicate_side_effect columns give those shares of the same rollouts. FP block and FP "
-        "confirm sit beside Active N and follow Table 5: per rollout, the authorized benign "
+        "confirm sit beside active_n and follow Table 5: per rollout, the authorized benign "
         "high-risk proposals whose first decision blocked them (routed them to confirmation) "
         "over the rollout's authorized opportunities, averaged over the active-tainted "
-        "rollouts with at least one opportunity (fp_rollouts; fp_na: rollouts without one, "
+        "rollouts with at least one opportunity (fp_n; fp_na: rollouts without one, "
         "N/A); fp_block_pooled and fp_confirm_pooled are the ratio of sums over the same "
         "rollouts, kept for comparison. Provider errors and context overflows are excluded "
         "and counted per stage (Appendix I)."), pl.DataFrame(rows))
@@ -203,21 +224,23 @@ def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True,
     for c in comps:
         rows.append({
             "comparison": f"{c.a} vs {c.b}", "metric": LABELS.get(c.metric, c.metric),
-            "stage": STAGE_LABEL.get(c.stage, c.stage), "pairs": c.n_pairs,
+            "stage": STAGE_LABEL.get(c.stage, c.stage), "n": c.n_pairs,
             "mean_a": c.mean_a, "mean_b": c.mean_b, "delta": c.delta,
             **({"pair_ci_low": c.pair.low if c.pair else None,
                 "pair_ci_high": c.pair.high if c.pair else None} if with_pair else {}),
-            "cluster_ci_low": c.cluster.low if c.cluster else None,
-            "cluster_ci_high": c.cluster.high if c.cluster else None,
+            "ci_low": c.cluster.low if c.cluster else None,
+            "ci_high": c.cluster.high if c.cluster else None,
+            "n_clusters": c.cluster.n_clusters if c.cluster else None,
             "win_rate": c.win_rate, "interpretation": c.interpretation,
             "exposed_a": c.exposed_a, "exposed_b": c.exposed_b, "n_seeds": c.n_seeds,
             "distinct_traces": c.distinct_traces,
             **(X.pair_exclusions(df, c.a, c.b, c.stage, c.metric) if df is not None else {})})
     return pl.DataFrame(rows, schema_overrides={
         **{k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
-                                   "cluster_ci_low", "cluster_ci_high", "win_rate",
+                                   "ci_low", "ci_high", "win_rate",
                                    "exposed_a", "exposed_b", "distinct_traces")
            if with_pair or not k.startswith("pair")}, "n_seeds": pl.Int64,
+        "n_clusters": pl.Int64,
         **({k: pl.Int64 for k in X.PAIR_COLUMNS} if df is not None else {})})
 
 
@@ -228,9 +251,10 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
     for r in zero.filter(pl.col("defense").is_in(list(zero_defenses))
                          & (pl.col("metric") == "committed_harm")).iter_rows(named=True):
         extra.append({"comparison": f"{r['defense']} endpoint", "metric": LABELS["committed_harm"],
-                      "stage": STAGE_LABEL.get(r["stage"], r["stage"]), "pairs": r["n"],
-                      "mean_a": 0.0, "mean_b": None, "delta": None, "cluster_ci_low": 0.0,
-                      "cluster_ci_high": r["cluster_rule_of_three"], "win_rate": None,
+                      "stage": STAGE_LABEL.get(r["stage"], r["stage"]), "n": r["n"],
+                      "mean_a": 0.0, "mean_b": None, "delta": None, "ci_low": None,
+                      "ci_high": None, "n_clusters": r["n_clusters"],
+                      "zero_event_bound": r["cluster_rule_of_three"], "win_rate": None,
                       "interpretation": f"0/{r['n']}; cluster rule-of-three upper bound "
                                         f"{100 * r['cluster_rule_of_three']:.2f}%",
                       "exposed_a": None, "exposed_b": None, "n_seeds": None,
@@ -239,6 +263,9 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
                           "excluded_context_overflow": r["excluded_context_overflow"],
                           "excluded_na": r["excluded_na"], "unmatched": 0}
                          if df is not None else {})})
+    # an endpoint row (Table 12): 0 events in n rollouts, its one-sided scenario-cluster
+    # rule-of-three bound (§7.2) in its own column, never posing as a delta's interval
+    frame = frame.with_columns(pl.lit(None, pl.Float64).alias("zero_event_bound"))
     if extra:
         frame = pl.concat([frame, pl.DataFrame(extra, schema=frame.schema)])
     return Table("table12_claim_critical", ctx.caption(
@@ -251,10 +278,12 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
 def table10(div: Sequence[Mapping[str, Any]], ctx: Context,
             df: pl.DataFrame | None = None) -> Table:
     rows = [{"comparison": f"{d['a']} vs {d['b']}", "scope": STAGE_LABEL.get(d["stage"]),
-             "pairs": d["pairs"], "same_endpoint": d["same_endpoint"],
+             "matched_pairs": d["pairs"], "same_endpoint": d["same_endpoint"],
              "same_zero_endpoint": d["same_zero_endpoint"],
              "trajectory_divergence": d["trajectory_divergence"],
-             "cluster_ci_low": d["ci_low"], "cluster_ci_high": d["ci_high"],
+             "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+             # the scenario clusters of the same-endpoint pairs the interval resamples
+             "n_clusters": d.get("n_clusters"),
              "utility_divergence": d["utility_divergence"], "intersection": d["intersection"],
              "union": d["union"],
              **(X.pair_exclusions(df, d["a"], d["b"], d["stage"], None)
@@ -265,9 +294,9 @@ def table10(div: Sequence[Mapping[str, Any]], ctx: Context,
         "projection of twelve derived fields; policy hashes, rule ids and ledger matches are "
         f"excluded (§6.5, Table 10). {X.PAIR_CAPTION} (No metric is required to be defined: "
         "nulls in the projection are compared as values, so excluded_na is 0.)"),
-        pl.DataFrame(rows, schema_overrides={
-            k: pl.Float64 for k in ("trajectory_divergence", "cluster_ci_low", "cluster_ci_high",
-                                    "utility_divergence", "intersection", "union")}))
+        pl.DataFrame(rows, schema_overrides={"n_clusters": pl.Int64, **{
+            k: pl.Float64 for k in ("trajectory_divergence", "ci_low", "ci_high",
+                                    "utility_divergence", "intersection", "union")}}))
 
 
 def table13(contrib: pl.DataFrame, a: str, b: str, ctx: Context) -> Table:
@@ -329,15 +358,22 @@ def table26(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table:
         dt = distinct_traces(sub, ["stage", "defense"]).select(
             "stage", "defense", "distinct_traces")
         ex = _cell_exclusions(df.filter(pl.col("stage").is_in(list(stages))), m)
-        parts.append(sv.join(dt, on=["stage", "defense"], how="left")
+        # the rollouts (and their scenario clusters) behind a row's per-seed means
+        ns = sub.filter(pl.col(m).is_not_null()).group_by("stage", "defense").agg(
+            pl.len().cast(pl.Int64).alias("n"), pl.col("cluster_id").n_unique().cast(
+                pl.Int64).alias("n_clusters"))
+        parts.append(sv.rename({"mean": "estimate"}).join(dt, on=["stage", "defense"], how="left")
+                     .join(ns, on=["stage", "defense"], how="left")
                      .join(ex, on=["stage", "defense"], how="left")
                      .with_columns(pl.lit(LABELS.get(m, m)).alias("metric")))
-    frame = pl.concat(parts).select(["stage", "defense", "metric", "n_seeds", "distinct_traces",
-                                     "mean", "std", "range", "excluded_provider_error",
+    frame = pl.concat(parts).select(["stage", "defense", "metric", "n", "n_clusters",
+                                     "n_seeds", "distinct_traces", "estimate", "std", "range", "excluded_provider_error",
                                      "excluded_context_overflow", "excluded_na"]) \
         if parts else pl.DataFrame()
     return Table("table26_seed_variance", ctx.caption(
-        "Seed variance of per-seed means by stage, defense and metric; non-applicable "
+        "Seed variance of per-seed means by stage, defense and metric (estimate: the mean of "
+        "the per-seed means; n rollouts over n_clusters scenarios behind them); "
+        "non-applicable "
         "metrics are omitted rather than reported as zero (Table 26). distinct_traces: the "
         "mean number of a scenario's seeds whose traces differ (n_seeds when every seed "
         "changed what the model said, 1 when the seeds are copies). Excluded from the "
@@ -371,15 +407,18 @@ def stage_means(df: pl.DataFrame, metrics: Sequence[str], ctx: Context) -> Table
             for m in metrics:
                 vals = sub[m].drop_nulls()
                 if vals.len():
-                    rows.append({"stage": st, "defense": d, "metric": m, "N": vals.len(),
-                                 "mean": fmean(vals), **err,
+                    k = sub.filter(pl.col(m).is_not_null())["cluster_id"].n_unique()
+                    rows.append({"stage": st, "defense": d, "metric": m, "n": vals.len(),
+                                 "n_clusters": k,
+                                 "estimate": fmean(vals), **err,
                                  "excluded_na": sub.height - vals.len()})
     return Table("stage_means", ctx.caption(
-        "Stage x defense means (eq. 7) with N for every metric on the stages where it is "
-        "defined; excluded per cell: provider errors, context overflows (never outcomes) and "
-        "outcome rollouts where the metric is undefined (N/A)."),
+        "Stage x defense means (eq. 7) with n rollouts over n_clusters scenarios for every "
+        "metric on the stages where it is defined; excluded per cell: provider errors, "
+        "context overflows (never outcomes) and outcome rollouts where the metric is undefined (N/A)."),
         pl.DataFrame(rows, schema={"stage": pl.String, "defense": pl.String,
-                                   "metric": pl.String, "N": pl.Int64, "mean": pl.Float64,
+                                   "metric": pl.String, "n": pl.Int64, "n_clusters": pl.Int64,
+                                   "estimate": pl.Float64,
                                    "excluded_provider_error": pl.Int64,
                                    "excluded_context_overflow": pl.Int64,
                                    "excluded_na": pl.Int64}))

@@ -31,8 +31,8 @@ TOPOLOGY_LABEL = {"single": "single agent", "supervisor_worker": "supervisor-wor
 QUANTITIES = (("authorized_tainted_action_success", "active_tainted"),
               ("clean_benign_completion", "clean"))
 _SCHEMA = {"defense": pl.String, "metric": pl.String, "quantity": pl.String,
-           "stage": pl.String, "topology": pl.String, "N": pl.Int64, "n_clusters": pl.Int64,
-           "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+           "stage": pl.String, "topology": pl.String, "n": pl.Int64, "n_clusters": pl.Int64,
+           "estimate": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
 
 
 def _topologies(df: pl.DataFrame) -> list[str]:
@@ -54,8 +54,7 @@ def utility_by_topology(df: pl.DataFrame, ctx: Context, s: Settings,
             for topo in _topologies(mine):
                 sub = mine.filter(pl.col("topology") == topo)
                 rows.append({"defense": d, "metric": col, "quantity": TERMS[col].display,
-                             "stage": stage, "topology": topo, "N": sub.height,
-                             "n_clusters": sub["cluster_id"].n_unique(),
+                             "stage": stage, "topology": topo,
                              "ci": cluster_ci(sub, col, s, pool, "topology", d, col, stage,
                                               topo)})
     frame = pl.DataFrame(resolve(rows), schema=_SCHEMA, orient="row") if rows else \
@@ -63,7 +62,7 @@ def utility_by_topology(df: pl.DataFrame, ctx: Context, s: Settings,
     return Table("utility_by_topology", ctx.caption(
         "Utility per topology: authorized completion (eq. 6, active-tainted stage) and clean "
         "completion (clean stage) per defense and topology; means (eq. 7) with "
-        "scenario-cluster 95% intervals (§6.5) over the topology's scenarios; N rollouts over "
+        "scenario-cluster 95% intervals (§6.5) over the topology's scenarios; n rollouts over "
         "n_clusters scenarios; provider errors excluded."), frame)
 
 
@@ -86,8 +85,8 @@ def headline_sentences(frame: pl.DataFrame, defenses: list[str]) -> list[str]:
             continue
         parts = []
         for r in mine:
-            value = "n/a" if r["mean"] is None else (
-                f"{r['mean']:.3f} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
+            value = "n/a" if r["estimate"] is None else (
+                f"{r['estimate']:.3f} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
             parts.append(f"{TOPOLOGY_LABEL.get(r['topology'], r['topology'])} {value} "
                          f"({r['n_clusters']} scenarios)")
         out.append(f"{TERMS[col].display} ({STAGE_LABEL.get(stage, stage).lower()}) by "

@@ -8,6 +8,7 @@ no writer embeds a timestamp.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,16 +73,30 @@ KIND = "tables"
 FORMATS = ("parquet", "csv", "md", "tex")
 
 
-def write(t: Table, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def with_origin(frame: pl.DataFrame, origin: Mapping[str, object] | None) -> pl.DataFrame:
+    """``frame`` with the leading columns ``study, model, backend, sim_agent`` of ``origin``
+    (those it lacks), so a CSV shared alone still says whose numbers it holds and whether
+    they are the simulated agent's."""
+    if not origin:
+        return frame
+    lead = [pl.lit(v).alias(k) for k, v in origin.items() if k not in frame.columns]
+    return frame.select(*lead, *frame.columns) if lead else frame
+
+
+def write(t: Table, out_dir: Path, formats: tuple[str, ...] = FORMATS,
+          origin: Mapping[str, object] | None = None) -> list[Path]:
     """Write the four formats, or ``formats`` of them (integrity.writer: kind ``tables``);
-    returns the paths."""
+    returns the paths. ``origin`` (``Context.origin``: study, model, backend, sim_agent)
+    leads every CSV row; Parquet keeps the table as built (``results.parquet`` carries
+    the same four columns on every number)."""
     # one chunk per column: the Parquet page layout (and so the bytes) must not depend on how
     # polars happened to chunk the frame
     arrow = t.frame.rechunk().to_arrow().combine_chunks().replace_schema_metadata(
         {b"caption": t.caption.encode()})
-    csv = t.frame.with_columns(
+    csv = with_origin(t.frame.with_columns(
         [pl.col(c).list.join("; ") for c in t.frame.columns
-         if t.frame[c].dtype == pl.List(pl.String)]).write_csv(float_precision=DECIMALS)
+         if t.frame[c].dtype == pl.List(pl.String)]), origin).write_csv(
+        float_precision=DECIMALS)
     paths = []
     writer.ensure_dir(Path(out_dir), KIND)
     render = {"parquet": lambda: writer.parquet_bytes(arrow, compression="zstd"),

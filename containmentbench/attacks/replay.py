@@ -234,11 +234,11 @@ def funnel_table(frame: pl.DataFrame) -> Table:
         cell = frame.filter((pl.col("search") == k["search"]) & (pl.col("mode") == k["mode"])
                             & (pl.col("evaluated_defense") == k["evaluated_defense"]))
         sub = X.outcomes(cell)
-        rows.append({**k, "N": sub.height, **X.errors(cell),
+        rows.append({**k, "n": sub.height, **X.errors(cell),
                      **{c: int(sub[c].sum()) for c in FN if c != "fn_stage"},
                      "stage5": int((sub["fn_stage"] == 5).sum())})
     return Table("adaptive_funnel", _caption(frame, (
-        "Target-path funnel of the frozen-candidate replay (counts over N outcome "
+        "Target-path funnel of the frozen-candidate replay (counts over n outcome "
         "rollouts; provider errors and context overflows excluded and counted): exposure, "
         "exact-goal proposal, policy pass, goal-matched commit (stage 5), off-target commit "
         "(paper 000 §6.3, §7.4).")), pl.DataFrame(rows))
@@ -265,6 +265,7 @@ def reproduce(run: Path, workers: int | None = None) -> dict[str, Any]:
     recompute the metrics from the cached replay traces and Tables 18-19 and the funnel from
     them, the replay index and the qualification rows, into a scratch folder, and compare
     bytes with the study's files (no model, no query)."""
+    from containmentbench.analysis.tables import origin_of
     from containmentbench.analysis.writers import write
     from containmentbench.integrity import writer
     from containmentbench.metrics.compute import compute_metrics, write_metrics
@@ -275,7 +276,7 @@ def reproduce(run: Path, workers: int | None = None) -> dict[str, Any]:
         m = scratch / "metrics" / "rollout_metrics.parquet"
         write_metrics(compute_metrics(run / "traces", workers), m)
         for t in build_tables(run, run / "adaptive" / "qualification", m):
-            write(t, scratch / "tables")
+            write(t, scratch / "tables", origin=origin_of(m))
         for p in sorted([run / "metrics" / "rollout_metrics.parquet",
                          *[q for n in TABLES for q in (run / "tables").glob(f"{n}.*")]]):
             rel = p.relative_to(run).as_posix()

@@ -128,14 +128,14 @@ def table18(frame: pl.DataFrame) -> Table:
                      "optimized_for": k["optimized_for"],
                      "evaluated_defense": k["evaluated_defense"],
                      "paper_name": PAPER_ALIAS.get(k["evaluated_defense"],
-                                                   k["evaluated_defense"]), "N": n,
+                                                   k["evaluated_defense"]), "n": n,
                      "exact_proposal": _k(sub, "fn_exact_proposal") / n if n else None,
                      "goal_matched_commit": _k(sub, "fn_goal_commit") / n if n else None,
                      "offtarget_commit": _k(sub, "fn_offtarget_commit") / n if n else None,
                      "utility": fmean(sub[UTILITY]), "errors": errs.height,
                      "errors_context_overflow": overflow})
     schema = {"search": pl.String, "mode": pl.String, "optimized_for": pl.String,
-              "evaluated_defense": pl.String, "paper_name": pl.String, "N": pl.Int64,
+              "evaluated_defense": pl.String, "paper_name": pl.String, "n": pl.Int64,
               "exact_proposal": pl.Float64, "goal_matched_commit": pl.Float64,
               "offtarget_commit": pl.Float64, "utility": pl.Float64, "errors": pl.Int64,
               "errors_context_overflow": pl.Int64}
@@ -147,11 +147,11 @@ def table18(frame: pl.DataFrame) -> Table:
         "defense) on held-out clusters (universal_eval) under its three evaluated defenses "
         "and on the instance-audit clusters (instance_eval) under no defense; "
         "defense-specific rows exist only after a passing qualification (§6.3). "
-        "Per-rollout rates over N attacked rollouts: exact-goal proposal; goal-matched "
+        "Per-rollout rates over n attacked rollouts: exact-goal proposal; goal-matched "
         "commit (a commit linked by call id to the exact-goal proposal, stage-5 target-path "
         "success); off-target commit (an eq. 5 violation without that link); utility = "
         "benign completion B(tau) (benign_success, §4.4 / Table 4). Provider errors are "
-        "excluded from N and counted, context overflows among them apart (Appendix B, "
+        "excluded from n and counted, context overflows among them apart (Appendix B, "
         f"Table 18).{note}"), pl.DataFrame(rows, schema=schema))
 
 
@@ -174,17 +174,17 @@ def table19(frame: pl.DataFrame) -> Table:
         goal = sub.filter(pl.col("fn_goal_commit").fill_null(False))
         domains = sorted({DOMAIN_LABEL.get(d, d) for d in goal["domain"].to_list()})
         rows.append({"stage": QUAL_STAGES.get(k["qual_stage"], k["qual_stage"]),
-                     "scope": k["qual_scope"], "N": n,
+                     "scope": k["qual_scope"], "n": n,
                      "exact_proposal": f"{_k(sub, 'fn_exact_proposal')}/{n}",
                      "goal_matched_commit": f"{goal.height}/{n}",
                      "domain_coverage": ", ".join(domains) if domains else "none",
                      "errors": err.filter(sel).height})
-    schema = {"stage": pl.String, "scope": pl.String, "N": pl.Int64,
+    schema = {"stage": pl.String, "scope": pl.String, "n": pl.Int64,
               "exact_proposal": pl.String, "goal_matched_commit": pl.String,
               "domain_coverage": pl.String, "errors": pl.Int64}
     return Table("table19_adaptive_qualification", ctx.caption(
         "Target-preserving adaptive qualification: per stage and scope, rollouts with an "
         "exact-goal proposal and with a goal-matched commit (linked by call id, stage 5) as "
-        "k/N, and the domains with at least one goal-matched commit; provider errors are "
-        "excluded from N and counted (§6.3, §7.4, Appendix B, Table 19)."),
+        "k/n, and the domains with at least one goal-matched commit; provider errors are "
+        "excluded from n and counted (§6.3, §7.4, Appendix B, Table 19)."),
         pl.DataFrame(rows, schema=schema))

@@ -261,7 +261,12 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     put_parquet(out_dir / "dcpg.parquet",
                   [{"rollout_id": r["rollout_id"], "graph": json.dumps(g, sort_keys=True)}
                    for r, _, _, g, _ in per], DCPG)
-    written = gap_table(roll_rows, sink_rows, out_dir / "tables", simulated)
+    # whose numbers these are: the leading columns of every CSV (analysis/writers.py)
+    origin: dict[str, object] = {k: ", ".join(sorted({str(r[k]) for r in rows}))
+                                 for k in ("model", "backend")}
+    name = ((config or {}).get("study") or {}).get("name")
+    origin = {"study": name or run_dir.parent.name, **origin, "sim_agent": simulated}
+    written = gap_table(roll_rows, sink_rows, out_dir / "tables", simulated, origin)
     units = max(len(rows), 1)
     judge_calls = judge.calls if judge is not None else 0
     judge_tokens = judge.tokens if judge is not None else 0
@@ -270,7 +275,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
             "replays": sum(replays.values()), "judge_calls": judge_calls,
             "judge_tokens": judge_tokens, "everything": everything, "model_load_s": load_s,
             **{f"{k}_ms_per_unit": 1000 * v / units for k, v in clock.items()}}
-    written += overhead_table(cost, out_dir / "tables", simulated)
+    written += overhead_table(cost, out_dir / "tables", simulated, origin)
     if suite is not None:
         from containmentbench.audit.suite_report import score_study
 

@@ -48,7 +48,9 @@ def gap_rows(rollouts: Sequence[Mapping[str, Any]], sinks: Sequence[Mapping[str,
 
 
 def gap_table(rollouts: Sequence[Mapping[str, Any]], sinks: Sequence[Mapping[str, Any]],
-              out_dir: Path, simulated: bool) -> list[Path]:
+              out_dir: Path, simulated: bool,
+              origin: Mapping[str, object] | None = None) -> list[Path]:
+    """``origin``: the leading CSV columns (study, model, backend, sim_agent)."""
     if not rollouts:
         return []
     f = pl.DataFrame(list(rollouts))
@@ -79,7 +81,7 @@ def gap_table(rollouts: Sequence[Mapping[str, Any]], sinks: Sequence[Mapping[str
            "§3.3); FIDES-style IFC flags on the same sinks (P-T: propagation; P-F: "
            "confidential data to an external recipient); counterfactual replays run."
            + (SIM_NOTE if simulated else ""))
-    return write(Table("audit_gap", cap, agg), out_dir)
+    return write(Table("audit_gap", cap, agg), out_dir, origin=origin)
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float | None, float | None, float | None]:
@@ -118,7 +120,8 @@ def score_rows(labels: Sequence[Mapping[str, Any]], key: str | None
     return out
 
 
-def overhead_table(cost: Mapping[str, Any], out_dir: Path, simulated: bool) -> list[Path]:
+def overhead_table(cost: Mapping[str, Any], out_dir: Path, simulated: bool,
+                   origin: Mapping[str, object] | None = None) -> list[Path]:
     """The audit's cost per execution unit (one rollout; paper 001 §5.5 reports 0.25 s per
     unit and 457 judge tokens per causal query): one row per part of the audit, with the
     counts that explain it. Wall-clock: frozen, never compared by ``reproduce``."""
@@ -150,4 +153,4 @@ def overhead_table(cost: Mapping[str, Any], out_dir: Path, simulated: bool) -> l
            "times of this machine." + (SIM_NOTE if simulated else ""))
     frame = pl.DataFrame(rows, schema_overrides={"ms_per_unit": pl.Float64,
                                                  "work_per_unit": pl.Float64})
-    return write(Table("audit_overhead", cap, frame), out_dir)
+    return write(Table("audit_overhead", cap, frame), out_dir, origin=origin)

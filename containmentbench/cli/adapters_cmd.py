@@ -330,6 +330,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
 
 def cmd_table20(args: argparse.Namespace) -> int:
     from containmentbench.adapters.agentdojo.report import TABLE20, table20
+    from containmentbench.analysis.tables import origin_of
     from containmentbench.analysis.writers import write
     from containmentbench.integrity import writer
 
@@ -337,7 +338,8 @@ def cmd_table20(args: argparse.Namespace) -> int:
         writer.check_file(args.run / "tables" / f"{TABLE20}.{ext}", "tables", args.force)
     t = table20(args.run)
     with writer.forcing(args.force):
-        write(t, args.run / "tables")
+        write(t, args.run / "tables",
+              origin=origin_of(args.run / "metrics" / "rollout_metrics.parquet"))
     print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
     return 0
 

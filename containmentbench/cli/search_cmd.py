@@ -230,6 +230,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    from containmentbench.analysis.tables import origin_of
     from containmentbench.analysis.writers import write
     from containmentbench.attacks.replay import build_tables
     from containmentbench.integrity import writer
@@ -245,8 +246,9 @@ def cmd_tables(args: argparse.Namespace) -> int:
         writer.check_file(args.run / "tables" / name, "tables", args.force)
     with writer.forcing(args.force):
         built = build_tables(args.run, args.qualification)
+        origin = origin_of(args.run / "metrics" / "rollout_metrics.parquet")
         for t in built:
-            write(t, args.run / "tables")
+            write(t, args.run / "tables", origin=origin)
             print(f"{t.name}: {t.frame.height} rows", file=sys.stderr)
         _headline(args.run, built)
     return 0
@@ -270,9 +272,10 @@ def _headline(run: Path, built: list[Any]) -> None:
     ctx = Context(df)
     s = Settings.from_config(read_resolved(run / "config.yaml")["analysis"])
     found = H.findings(interval_rows(df), ctx, s)
-    write(found, run / "tables")
+    write(found, run / "tables", origin=ctx.origin)
     H.write(found, ctx, [], run)
-    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"))
+    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"),
+          origin=ctx.origin)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

@@ -313,10 +313,11 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
             # qualification records, as `adapters table20` builds it
             if (study / "tables" / "table20_agentdojo_qualification.parquet").exists():
                 from containmentbench.adapters.agentdojo.report import table20
+                from containmentbench.analysis.tables import origin_of
                 from containmentbench.analysis.writers import write as write_tables
 
-                write_tables(table20(study, scratch / "metrics" / "rollout_metrics.parquet"),
-                            scratch / "tables")
+                m = scratch / "metrics" / "rollout_metrics.parquet"
+                write_tables(table20(study, m), scratch / "tables", origin=origin_of(m))
         else:
             raise BenchError(f"adapter '{adapter}' has no reproduce step",
                              file=str(study / "config.yaml"))

@@ -340,8 +340,14 @@ class Report:
                                            pages.glossary(), sim_note=self.note))
 
     def drilldown(self) -> None:
+        p = self.run.path / "tables" / "headline.json"
+        findings = []
+        if p.exists():
+            self._checked(p)
+            findings = json.loads(p.read_text())["findings"]
         self._emit("drilldown.html", H.page("Per-defense and per-stage drill-down",
-                                            pages.drilldown(self.df, self.ctx.defenses),
+                                            pages.drilldown(self.df, self.ctx.defenses,
+                                                            findings),
                                             sim_note=self.note))
 
     def cases(self) -> None:

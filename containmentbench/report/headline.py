@@ -22,11 +22,6 @@ _STAGE_FILTER = {"active_tainted": "active_tainted", "clean": "clean",
                  "memory_recovery": "memory_recovery", "security": "security"}
 
 
-def _n(r: Mapping[str, Any]) -> Any:
-    """The row's count, under the one vocabulary's name (``n``) or the older ``N``."""
-    return r["n"] if "n" in r else r.get("N")
-
-
 def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "findings",
                    glossary: str | None = None) -> str:
     """The findings table; ``root`` leads to the report holding the rollout index (a
@@ -52,7 +47,7 @@ def findings_table(doc: Mapping[str, Any], root: str = "", table_id: str = "find
             if q["metric"] in gated:
                 tds.append(f'<td class="unmeasured">{NOT_MEASURED}</td>')
                 continue
-            n = f'<span class="small"> n={_n(r)}</span>'
+            n = f'<span class="small"> n={r["n"]}</span>'
             text = escape(cell(r))
             if q["metric"] == "committed_harm" and r["events"]:
                 href = f"{root}rollouts.html#defense={d}&outcome=violation"

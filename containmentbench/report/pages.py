@@ -5,21 +5,25 @@ together)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis.paired import stage_rows
+from containmentbench.analysis.headline import cell as estimate_cell
+from containmentbench.analysis.headline import scope_label
 from containmentbench.analysis.tables import SIM_NOTE
 from containmentbench.canonical import sha256_file
+from containmentbench.metrics.glossary import TERMS
 from containmentbench.report import html as H
 from containmentbench.report.rundir import RunDir
 
 STAGES = ("security", "memory_recovery", "active_tainted", "clean")
+#: the headline's quantities and their stages (analysis/headline.py QUANTITIES)
 GRID = (("committed_harm", "all"), ("authorized_tainted_action_success", "active_tainted"),
         ("clean_benign_completion", "clean"), ("blast_radius_norm", "all"),
-        ("recovery_success", "memory_recovery"), ("false_positive_block_rate", "all"))
+        ("recovery_success", "memory_recovery"))
 
 
 def _short(text: str | None, width: int = 70) -> str | None:
@@ -108,24 +112,37 @@ def record(run: RunDir, df: pl.DataFrame) -> str:
     return H.table(["item", "value"], rows)
 
 
-def drilldown(df: pl.DataFrame, defenses: list[str]) -> str:
-    """Means per defense; each stage link opens the rollout index filtered to that cell."""
-    head = ["defense", *[f"{m} [{s}]" for m, s in GRID]]
+def drilldown(df: pl.DataFrame, defenses: list[str],
+              findings: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The headline's numbers per defense, each as estimate [interval] with its n and the
+    stage in its header (the findings rows of ``tables/headline.json``: one name, one
+    number, the same as the headline's and results.parquet's); each stage link opens the
+    rollout index filtered to that cell. A quantity the headline lacks is not shown here
+    (the false-positive block rate is Table 11's, active-tainted stage, with its n)."""
+    by = {(r["defense"], r["metric"]): r for r in findings}
+    grid = [(m, s) for m, s in GRID if any(k[1] == m for k in by)]
+    head = ["defense", *[f"{TERMS[m].display} ({scope_label(s)})" for m, s in grid]]
     rows, cells = [], []
     for d in defenses:
         row: list[Any] = [d]
-        for m, s in GRID:
-            sub = stage_rows(df.filter(pl.col("defense") == d), s, m)
-            row.append(float(sub[m].cast(pl.Float64).mean()) if sub.height else None)
+        for m, _ in grid:
+            r = by.get((d, m))
+            text = None if r is None or r["estimate"] is None else estimate_cell(r)
+            row.append(text if text is None or text.startswith("0 of ") else
+                       f"{text} n={r['n']}")
         rows.append(row)
         links = [H.link(f"rollouts.html#defense={d}&stage={s}", s) for s in STAGES
                  if df.filter((pl.col("defense") == d) & (pl.col("stage") == s)).height]
         cells.append([f"<td>{' · '.join(links)}</td>"])
     return H.table(head, rows, extra=["rollouts per stage"], extra_cells=cells,
                    table_id="drill",
-                   caption="Means per defense (N/A: metric not defined for any rollout). "
-                           "Each stage link opens the rollout index filtered to that defense "
-                           "and stage (sort and filter there).")
+                   caption="The headline's estimates per defense: mean (eq. 7) [95% "
+                           "scenario-cluster interval] over n rollouts of the stage in the "
+                           "column's header, or 0 of n with its one-sided bound after zero "
+                           "events (N/A: not defined for any of the defense's rollouts). The "
+                           "false-positive block rate is Table 11's (active-tainted stage, "
+                           "fp_n rollouts). Each stage link opens the rollout index filtered "
+                           "to that defense and stage (sort and filter there).")
 
 
 def cases(steps_json: Path, rlink: Any) -> str:

@@ -64,11 +64,11 @@ def write_cases(run_dir: str | Path, metrics: str | Path | None = None,
     paths = write(Table("case_studies", ctx.caption(
         "Case studies (paper 000 Appendix D, Table 21): for each case class, the first matched "
         "pair (same scenario, model and seed; two defenses) that shows the class's claim."),
-        pairs), out)
+        pairs), out, origin=ctx.origin)
     paths += write(Table("table28_integrity_audit", ctx.caption(
         "Integrity and safety audit (paper 000 Appendix L, Table 28): synthetic canaries, "
         "local-only domains, no forbidden payload markers, redacted paths, manifest "
-        "consistency."), checks), out)
+        "consistency."), checks), out, origin=ctx.origin)
     p = out / STEPS_JSON
     writer.write_json(p, {"simulated_agent": ctx.sim, "models": ctx.models, "cases": detail},
                       kind="tables", indent=1)

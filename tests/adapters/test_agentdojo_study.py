@@ -48,6 +48,10 @@ def test_agentdojo_smoke_study_gives_tables(tmp_path):
                  "--resamples", "200"]) == 0
     tables = {p.name for p in (sd / "tables").glob("*.md")}
     assert len(tables) >= 5
+    # an AgentDojo study (clean and security stages only): every table rebuilds from
+    # results.parquet alone (issue 35)
+    from tests.report.test_results_table import assert_tables_rebuild
+    assert "findings" in assert_tables_rebuild(sd)
     assert main(["freeze", str(sd)]) == 0 and main(["verify", str(sd)]) == 0
 
     import polars as pl

@@ -68,9 +68,9 @@ def test_table20_rows(tmp_path, monkeypatch):
     f = REP.table20_frame(tmp_path)
     assert f["stage"].to_list() == list(REP.STAGES20)
     init, rev, mat, scr = f.to_dicts()
-    assert (init["N"], init["signal"], init["linkage_rows"]) == (6, "1/2 tasks eligible", 5)
+    assert (init["n"], init["signal"], init["linkage_rows"]) == (6, "1/2 tasks eligible", 5)
     assert rev["signal"] == "2/3 tasks eligible; 1 frozen" and rev["tasks_frozen"] == 1
-    assert (mat["N"], mat["signal"]) == (4, "No-defense positives 1/2 clusters")
+    assert (mat["n"], mat["signal"]) == (4, "No-defense positives 1/2 clusters")
     assert (mat["parity_rows"], mat["parity_applicable"], mat["linkage_rows"]) == (3, 3, 3)
     assert scr["signal"] == "Positives 2/3; selected eligible positives 1/1"
     assert (scr["parity_rows"], scr["parity_applicable"]) == (2, 3)

@@ -51,23 +51,23 @@ def test_findings_by_hand():
     df = _frame()
     t = H.findings(df, Context(df), S)
     v = _row(t, "none", "committed_harm")
-    assert (v["N"], v["n_clusters"], v["events"], v["mean"]) == (32, 16, 4, 4 / 32)
+    assert (v["n"], v["n_clusters"], v["events"], v["estimate"]) == (32, 16, 4, 4 / 32)
     assert v["zero_event_bound"] is None and v["stage"] == "all"
     sub = df.filter(pl.col("defense") == "none")
     ref = cluster_bootstrap(sub["committed_harm"].cast(pl.Float64).to_numpy(),
                             cluster_codes(sub["cluster_id"]), n_resamples=S.resamples,
                             confidence=S.confidence,
-                            seed=S.seed_for("findings", "none", "committed_harm", "security",
-                                            "memory_recovery", "active_tainted", "clean"))
+                            # the quantity's seed key (analysis/parallel.py quantity_key)
+                            seed=S.seed_for("quantity", "none", "committed_harm", "all"))
     assert (v["ci_low"], v["ci_high"]) == (ref.low, ref.high)
     z = _row(t, "ledger", "committed_harm")
     # zero events: the scenario-cluster rule of three, 3 / 16 clusters (§7.2, Table 12)
-    assert (z["events"], z["mean"], z["zero_event_bound"]) == (0, 0.0, 3 / 16)
+    assert (z["events"], z["estimate"], z["zero_event_bound"]) == (0, 0.0, 3 / 16)
     a = _row(t, "ledger", "authorized_tainted_action_success")
-    assert (a["N"], a["n_clusters"], a["mean"], a["stage"]) == (8, 4, 0.75, "active_tainted")
+    assert (a["n"], a["n_clusters"], a["estimate"], a["stage"]) == (8, 4, 0.75, "active_tainted")
     s = _row(t, "none", "blast_radius_norm")
     assert s["events"] is None and s["zero_event_bound"] is None  # not an indicator
-    assert s["mean"] == pytest.approx((0.2 + 0.3 + 0.4 + 0.5) / 4)
+    assert s["estimate"] == pytest.approx((0.2 + 0.3 + 0.4 + 0.5) / 4)
 
 
 def test_a_quantity_whose_stage_is_absent_is_left_out():

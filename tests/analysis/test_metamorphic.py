@@ -59,7 +59,7 @@ def frame(seed: int, n_scen: int = 4, seeds=(1, 2)) -> pl.DataFrame:
 
 def _means(df: pl.DataFrame) -> dict[tuple[str, str, str], tuple[int, float]]:
     f = tables.stage_means(df, MEANS, tables.Context(df)).frame
-    return {(r["stage"], r["defense"], r["metric"]): (r["N"], r["mean"])
+    return {(r["stage"], r["defense"], r["metric"]): (r["n"], r["estimate"])
             for r in f.iter_rows(named=True)}
 
 

@@ -1,6 +1,6 @@
 """Tables defined as paper 000 defines them (issue "protocol fidelity"), on metrics frames
 worked by hand: Table 11's FP rates per rollout over the active-tainted stage (Table 5),
-Table 22 per model action, per-cell exclusions (errors, context overflows, N/A), and the
+Table 22's per-rollout means (Table 5) with the pooled rates beside, per-cell exclusions (errors, context overflows, N/A), and the
 denominator and subset rules of Tables 14 and 24 stated in their captions."""
 
 from __future__ import annotations
@@ -49,42 +49,74 @@ def test_table11_fp_rates_are_per_rollout_means_over_the_active_stage():
         {**_fp_row("a6", "v1", 3, 3, 0), "status": "error", "error_kind": "context_overflow"},
     ])
     row = T.table11(df, T.Context(df)).frame.row(0, named=True)
-    assert row["active_N"] == 4 and row["fp_rollouts"] == 3 and row["fp_na"] == 1
+    assert row["active_n"] == 4 and row["fp_n"] == 3 and row["fp_na"] == 1
     assert row["fp_block"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)      # 0.5
     assert row["fp_confirm"] == pytest.approx((0 + 0 + 0.25) / 3)       # 0.0833
     assert row["fp_block_pooled"] == pytest.approx(2 / 7)
     assert row["fp_confirm_pooled"] == pytest.approx(1 / 7)
     assert (row["active_excluded_provider_error"],
             row["active_excluded_context_overflow"]) == (1, 1)
-    assert row["clean_N"] == 1 and row["clean_completion"] == 1.0
+    assert row["clean_n"] == 1 and row["clean_completion"] == 1.0
     # the old definition pooled over active + clean: 2/11 -- a different number
     assert row["fp_block_pooled"] != pytest.approx(2 / 11)
 
 
-def test_table22_rates_are_per_model_action():
+def test_table22_reports_per_rollout_means_with_the_pooled_rates_beside():
+    """Table 5: "reported means average the per-rollout value"; the pooling over model
+    actions is a labelled extra column (issue 35: one name, one number)."""
     df = frame([
         {"scenario_id": "s1", "stage": "security", "defense": "none", "n_model_calls": 10,
          "n_model_actions": 10, "n_valid_proposals": 8, "n_parse_failures": 2,
          "n_truncated": 1, "parse_failure_rate": 0.2, "valid_tool_proposal_rate": 0.8,
+         "invalid_tool_rate": 0.0, "truncated_rate": 0.1,
          "committed_harm": 1, "harm_attempt": 1, "benign_success": 0, "exposed": 1},
         {"scenario_id": "s2", "stage": "security", "defense": "none", "n_model_calls": 2,
          "n_model_actions": 2, "n_valid_proposals": 0, "n_parse_failures": 2,
          "n_invalid_tool": 0, "parse_failure_rate": 1.0, "valid_tool_proposal_rate": 0.0,
+         "invalid_tool_rate": 0.0, "truncated_rate": 0.0,
          "committed_harm": 0, "harm_attempt": 0, "benign_success": 1, "exposed": 1},
+        {"scenario_id": "s4", "stage": "security", "defense": "none", "committed_harm": 0,
+         "harm_attempt": 0, "benign_success": 1, "exposed": 0},  # no model action: N/A
         {"scenario_id": "s3", "stage": "security", "defense": "taint_only_v1",
          "n_model_calls": 4, "n_model_actions": 4, "n_valid_proposals": 3,
-         "n_invalid_tool": 1, "parse_failure_rate": 0.0, "committed_harm": 0, "exposed": 1},
+         "n_invalid_tool": 1, "parse_failure_rate": 0.0, "valid_tool_proposal_rate": 0.75,
+         "invalid_tool_rate": 0.25, "truncated_rate": 0.0, "committed_harm": 0, "exposed": 1},
     ])
     t = D.table22(df, T.Context(df))
     none = t.frame.row(0, named=True)
+    assert none["n"] == 3 and none["valid_proposal_na"] == 1 and none["truncated_na"] == 1
+    assert none["parse_failure"] == pytest.approx(0.6)             # (0.2 + 1.0) / 2
+    assert none["valid_proposal"] == pytest.approx(0.4)            # (0.8 + 0.0) / 2
+    assert none["truncated"] == pytest.approx(0.05)                # (0.1 + 0.0) / 2
     assert none["model_actions"] == 12
-    assert none["parse_failure"] == pytest.approx(4 / 12)          # per model action
-    assert none["parse_failure_rollout_mean"] == pytest.approx(0.6)  # (0.2 + 1.0) / 2
-    assert none["valid_proposal"] == pytest.approx(8 / 12)
-    assert none["truncated"] == pytest.approx(1 / 12)
+    assert none["parse_failure_pooled"] == pytest.approx(4 / 12)   # per model action
+    assert none["valid_proposal_pooled"] == pytest.approx(8 / 12)
+    assert none["truncated_pooled"] == pytest.approx(1 / 12)
+    assert "parse_failure_rollout_mean" not in t.frame.columns
     v1 = t.frame.row(1, named=True)
     assert v1["paper_name"] == "cross-agent taint firewall" and v1["invalid_tool"] == 0.25
     assert "cross-agent taint firewall" in t.caption and "taint_only_v1" in t.caption
+    assert "per-rollout" in t.caption and "_pooled" in t.caption
+
+
+def test_table22_and_exposure_validity_agree_on_the_valid_call_rate():
+    """The same label, the same number: exposure_validity's valid tool calls per model
+    action (all stages) is Table 22's valid_proposal (both per-rollout means)."""
+    from containmentbench.analysis.exposure import exposure_validity
+    from containmentbench.analysis.paired import Settings
+
+    rows = [{"scenario_id": f"s{i}", "cluster_id": f"c{i}", "stage": "security",
+             "defense": "none", "n_model_calls": k, "n_model_actions": k,
+             "n_valid_proposals": v, "valid_tool_proposal_rate": v / k,
+             "truncated_rate": 0.0, "committed_harm": 0, "exposed": 1}
+            for i, (k, v) in enumerate([(10, 9), (2, 0), (4, 2)])]
+    df = frame(rows)
+    t22 = D.table22(df, T.Context(df)).frame.row(0, named=True)
+    ev = exposure_validity(df, T.Context(df), Settings(resamples=50, confidence=0.95, seed=1,
+                                                             max_batch_elements=1 << 20)).frame
+    got = ev.filter(pl.col("quantity").str.starts_with("valid tool calls"))["estimate"][0]
+    assert t22["valid_proposal"] == pytest.approx((0.9 + 0.0 + 0.5) / 3) == pytest.approx(got)
+    assert t22["valid_proposal_pooled"] == pytest.approx(11 / 16) != pytest.approx(got)
 
 
 def test_exclusions_count_errors_by_kind_and_na_per_cell():
@@ -104,7 +136,7 @@ def test_exclusions_count_errors_by_kind_and_na_per_cell():
     ])
     row = T.table09(df, T.Context(df)).frame.row(0, named=True)
     # a step-limit rollout is an outcome; errors are not
-    assert row["N"] == 3 and row["policy_violation"] == pytest.approx(1 / 3)
+    assert row["n"] == 3 and row["policy_violation"] == pytest.approx(1 / 3)
     assert (row["excluded_provider_error"], row["excluded_context_overflow"]) == (2, 1)
     assert (row["exposure_na"], row["exact_goal_proposal_na"]) == (1, 1)
     assert row["exposure"] == pytest.approx(0.5)
@@ -112,7 +144,7 @@ def test_exclusions_count_errors_by_kind_and_na_per_cell():
     assert z.row(0, named=True)["n"] == 2
     assert z.row(0, named=True)["excluded_provider_error"] == 2
     means = T.stage_means(df, ["exposed"], T.Context(df)).frame.row(0, named=True)
-    assert (means["N"], means["excluded_na"], means["excluded_context_overflow"]) == (2, 1, 1)
+    assert (means["n"], means["excluded_na"], means["excluded_context_overflow"]) == (2, 1, 1)
     # a metrics table written before error_kind existed: every error a provider error
     assert X.errors(df.drop("error_kind")) == {"excluded_provider_error": 3,
                                                "excluded_context_overflow": 0}
@@ -169,3 +201,41 @@ def test_table24_says_when_it_is_trivial():
     assert "trivial" in cap and "2 model calls without a parse status" in cap
     legacy = D.table24({**summary, "recorded_parser_versions": ["cb-parser/3+legacy"]}, ctx)
     assert "trivial" not in legacy.caption
+
+
+def test_one_quantity_one_interval_across_tables():
+    """The same defense's mean of the same metric over the same stages gets one interval,
+    whichever table draws it (findings, Fig. 4's source, exposure and validity): its seed
+    key is the quantity's (analysis/parallel.py quantity_key). Another key gives another
+    interval on this frame, so the check can fail."""
+    from containmentbench.analysis import figures
+    from containmentbench.analysis.exposure import exposure_validity
+    from containmentbench.analysis.headline import findings
+    from containmentbench.analysis.paired import Settings
+    from containmentbench.analysis.parallel import IntervalPool, cluster_ci
+
+    s = Settings(resamples=400, confidence=0.95, seed=3, max_batch_elements=1 << 20)
+    rows = [{"scenario_id": f"s{i}", "cluster_id": f"c{i}", "stage": st, "defense": d,
+             "committed_harm": (i * 7 + len(d)) % 3 == 0, "blast_radius_norm": (i * 37 % 11) / 11,
+             "exposed": 1, "fn_exact_proposal": i % 2 == 0}
+            for i in range(30) for d in ("none", "tool_boundary")
+            for st in ("security", "memory_recovery")]
+    df = frame([{**r, "committed_harm": int(r["committed_harm"])} for r in rows])
+    ctx = T.Context(df)
+    f = findings(df, ctx, s).frame
+    with IntervalPool(1) as pool:
+        src, _ = figures.fig04(df, ctx, s, pool)()
+        other = cluster_ci(df.filter(pl.col("defense") == "none"), "blast_radius_norm", s,
+                           pool, "fig04", "none", "blast_radius_norm").get()
+    ev = exposure_validity(df, ctx, s).frame
+    for d in ("none", "tool_boundary"):
+        for m in ("committed_harm", "blast_radius_norm"):
+            a = f.filter((pl.col("defense") == d) & (pl.col("metric") == m)).row(0, named=True)
+            b = src.frame.filter(pl.col("defense") == d).row(0, named=True)
+            assert (a["ci_low"], a["ci_high"]) == (b[f"{m}_low"], b[f"{m}_high"]), (d, m)
+        # committed harm on the attacked stages: here every stage of the study
+        e = ev.filter((pl.col("defense") == d)
+                      & pl.col("quantity").str.starts_with("committed harm")).row(0, named=True)
+        assert e["n"] == 60
+    none = f.filter((pl.col("defense") == "none") & (pl.col("metric") == "blast_radius_norm"))
+    assert (other["ci_low"], other["ci_high"]) != (none["ci_low"][0], none["ci_high"][0])

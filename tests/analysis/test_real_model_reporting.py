@@ -71,17 +71,18 @@ def test_exposure_validity_means_and_cluster_intervals_by_hand():
     none = {r["quantity"]: r for r in h.frame.filter(pl.col("defense") == "none")
             .iter_rows(named=True)}
     exp = none["exposure (attacked stages)"]
-    assert (exp["N"], exp["mean"]) == (9, 6 / 9)
+    assert (exp["n"], exp["estimate"]) == (9, 6 / 9)
     harm = none["committed harm, eq. 5 (attacked stages)"]
-    assert harm["mean"] == 5 / 9  # s1: 3, s2: 2 of 3, s3: 0
-    assert none["follow rate: exact-goal proposal (attacked stages)"]["mean"] == 3 / 9
+    assert harm["estimate"] == 5 / 9  # s1: 3, s2: 2 of 3, s3: 0
+    assert none["follow rate: exact-goal proposal (attacked stages)"]["estimate"] == 3 / 9
     assert (harm["n_seeds"], harm["distinct_traces"]) == (3, 2.0)
     sub = df.filter((pl.col("defense") == "none") & (pl.col("stage") == "security"))
     ref = cluster_bootstrap(sub["committed_harm"].cast(pl.Float64).to_numpy(),
                             cluster_codes(sub["cluster_id"]), n_resamples=S.resamples,
                             confidence=S.confidence,
-                            seed=S.seed_for("headline", "none", "committed_harm", "security",
-                                            "memory_recovery"))
+                            # the quantity's seed key (analysis/parallel.py quantity_key)
+                            seed=S.seed_for("quantity", "none", "committed_harm",
+                                            "security+memory_recovery"))
     assert (harm["ci_low"], harm["ci_high"]) == (ref.low, ref.high)
     assert "utility" not in " ".join(h.frame["quantity"])  # no clean/active rows: omitted
 

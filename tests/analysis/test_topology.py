@@ -51,9 +51,9 @@ def test_means_and_intervals_by_hand():
     t = utility_by_topology(df, Context(df), S)
     assert t.frame.height == 2 * 2 * 3
     a = _get(t, "none", "authorized_tainted_action_success", "single")
-    assert (a["N"], a["n_clusters"], a["mean"], a["stage"]) == (4, 2, 1.0, "active_tainted")
+    assert (a["n"], a["n_clusters"], a["estimate"], a["stage"]) == (4, 2, 1.0, "active_tainted")
     w = _get(t, "none", "clean_benign_completion", "supervisor_worker")
-    assert (w["mean"], w["ci_low"], w["ci_high"]) == (0.0, 0.0, 0.0)
+    assert (w["estimate"], w["ci_low"], w["ci_high"]) == (0.0, 0.0, 0.0)
     c = _get(t, "none", "clean_benign_completion", "peer_chain")
     sub = df.filter((pl.col("defense") == "none") & (pl.col("stage") == "clean")
                     & (pl.col("topology") == "peer_chain"))
@@ -62,7 +62,7 @@ def test_means_and_intervals_by_hand():
                             confidence=S.confidence,
                             seed=S.seed_for("topology", "none", "clean_benign_completion",
                                             "clean", "peer_chain"))
-    assert (c["mean"], c["ci_low"], c["ci_high"]) == (0.5, ref.low, ref.high)
+    assert (c["estimate"], c["ci_low"], c["ci_high"]) == (0.5, ref.low, ref.high)
     # topologies in their reading order
     assert t.frame.filter(pl.col("defense") == "none")["topology"].to_list()[:3] == list(TOPOS)
 

@@ -39,7 +39,7 @@ def test_table18_by_hand():
     t = table18(_t18_frame())
     assert t.name == "table18_candidate_transfer"
     got = t.frame.to_dicts()
-    assert [(r["mode"], r["evaluated_defense"], r["N"], r["errors"]) for r in got] == [
+    assert [(r["mode"], r["evaluated_defense"], r["n"], r["errors"]) for r in got] == [
         ("instance_eval", "none", 4, 0), ("universal_eval", "none", 3, 1),
         ("universal_eval", "tool_boundary", 2, 0)]
     # instance_eval: 1/4 exact, 1/4 goal-matched, 1/4 off-target, utility 3/4
@@ -81,20 +81,21 @@ def test_table19_by_hand():
     t = table19(pl.DataFrame(rows))
     assert t.name == "table19_adaptive_qualification"
     assert t.frame.to_dicts() == [
-        {"stage": "Known-good replay", "scope": "retained target actions", "N": 2,
+        {"stage": "Known-good replay", "scope": "retained target actions", "n": 2,
          "exact_proposal": "2/2", "goal_matched_commit": "2/2",
          "domain_coverage": "documents, email", "errors": 0},
-        {"stage": "Development check", "scope": "target-preserving search", "N": 1,
+        {"stage": "Development check", "scope": "target-preserving search", "n": 1,
          "exact_proposal": "0/1", "goal_matched_commit": "0/1", "domain_coverage": "none",
          "errors": 0},
-        {"stage": "Family-held-out check", "scope": "unseen task families", "N": 3,
+        {"stage": "Family-held-out check", "scope": "unseen task families", "n": 3,
          "exact_proposal": "2/3", "goal_matched_commit": "1/3",
          "domain_coverage": "calendar/CRM", "errors": 0}]
     assert "Simulated agent (sim backend)" in t.caption
 
 
 def test_study_funnel_table_by_hand():
-    base = {"study": "s", "model": "sim:default", "backend": "sim", "stage": "security"}
+    base = {"study": "s", "model": "sim:default", "backend": "sim", "stage": "security",
+            "cluster_id": "c1"}
     flags = ("fn_exposed", "fn_exact_proposal", "fn_policy_pass", "fn_goal_commit",
              "fn_offtarget_commit", "fn_partial_follow")
     rows = [
@@ -117,8 +118,8 @@ def test_study_funnel_table_by_hand():
     df = pl.DataFrame(rows)
     t = diagnostic_tables.target_funnel(df, tables.Context(df))
     got = t.frame.to_dicts()
-    assert [(r["stage"], r["defense"], r["N"]) for r in got] == [
-        ("Security", "none", 3), ("Security", "tool_boundary", 1)]
+    assert [(r["stage"], r["defense"], r["n"], r["n_clusters"]) for r in got] == [
+        ("Security", "none", 3, 1), ("Security", "tool_boundary", 1, 1)]
     assert [got[0][k] for k in ("exposed", "exact_proposal", "policy_pass", "goal_commit",
                                 "offtarget_commit")] == [3, 2, 1, 1, 1]
     assert got[0]["exact_proposal_rate"] == pytest.approx(2 / 3)

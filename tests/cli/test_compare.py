@@ -17,15 +17,6 @@ def run_dir(finished_smoke):
     return finished_smoke / "results" / "smoke" / "sim-default"
 
 
-def _col(row: dict, *names: str):
-    """A table cell under its new name or its old one (the one vocabulary: ``pairs`` ->
-    ``n``, ``delta`` -> ``estimate``, ``cluster_ci_low`` -> ``ci_low``)."""
-    for n in names:
-        if n in row:
-            return row[n]
-    raise KeyError(names)
-
-
 def test_configured_pair_equals_table25_row(run_dir, capsys):
     from containmentbench import results
 
@@ -38,12 +29,12 @@ def test_configured_pair_equals_table25_row(run_dir, capsys):
     assert rows, t25
     row = rows[0]
     rec = results.compare(run_dir, "none", "tool_boundary", "committed_harm", "all")
-    assert rec["estimate"] == _col(row, "estimate", "delta")
-    assert rec["ci_low"] == _col(row, "ci_low", "cluster_ci_low")
-    assert rec["ci_high"] == _col(row, "ci_high", "cluster_ci_high")
+    assert rec["estimate"] == row["estimate"]
+    assert rec["ci_low"] == row["ci_low"]
+    assert rec["ci_high"] == row["ci_high"]
     assert rec["pair_ci_low"] == row["pair_ci_low"]
     assert rec["pair_ci_high"] == row["pair_ci_high"]
-    assert rec["n"] == _col(row, "n", "pairs")
+    assert rec["n"] == row["n"]
     assert rec["win_rate"] == row["win_rate"]
     assert rec["mean_a"] == row["mean_a"] and rec["mean_b"] == row["mean_b"]
     assert rec["sim_agent"] is True and rec["study"] == "smoke"

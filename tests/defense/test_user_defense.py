@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
+from tests.report.test_results_table import assert_tables_rebuild
 
 pytestmark = pytest.mark.slow
 
@@ -100,12 +101,13 @@ def test_own_defenses_run_beside_the_paper_defenses_with_a_stack_and_its_grid(us
     assert set(stack["contained_by"]) == {"tool_boundary", "no_external_mail", "spotlighting",
                                           "no_layer", "not_contained"}
     for st in ("security", "memory_recovery"):
-        shares = stack.filter(pl.col("stage") == st)["mean"].sum()
+        shares = stack.filter(pl.col("stage") == st)["estimate"].sum()
         assert shares == pytest.approx(1.0)
-    assert (stack["ci_low"] <= stack["mean"]).all() and (stack["mean"] <= stack["ci_high"]).all()
+    assert (stack["ci_low"] <= stack["estimate"]).all() and \
+        (stack["estimate"] <= stack["ci_high"]).all()
     # the stack contains what its first layer would alone on security
     sec = stack.filter(pl.col("stage") == "security")
-    assert sec.filter(pl.col("contained_by") == "not_contained")["mean"][0] == 0.0
+    assert sec.filter(pl.col("contained_by") == "not_contained")["estimate"][0] == 0.0
     # every decision records the layer that made it
     ev = pl.read_parquet(next((run / "traces").rglob(
         "tool_boundary+no_external_mail+spotlighting/seed=1/security/*/events.parquet")))
@@ -114,10 +116,12 @@ def test_own_defenses_run_beside_the_paper_defenses_with_a_stack_and_its_grid(us
         "tool_boundary", "no_external_mail", "spotlighting"} and dec["layer"].null_count() == 0
     # cost as a result: in its table and in results.parquet, with intervals
     res = pl.read_parquet(run / "tables" / "results.parquet")
-    cost = res.filter(pl.col("table") == "defense_cost")
+    cost = res.filter(pl.col("source_table") == "defense_cost")
     assert set(cost["defense"]) >= {"none", "recipient_guard", "no_external_mail"}
-    assert cost["ci_lo"].null_count() == 0
-    assert res.filter(pl.col("table") == "defense_overhead").height == 0  # wall clock: apart
+    assert cost["ci_low"].null_count() == 0
+    assert res.filter(pl.col("source_table") == "defense_overhead").height == 0  # wall clock
+    # a study of stacks and user defenses: every table rebuilds from results.parquet alone
+    assert "stack_attribution" in assert_tables_rebuild(run)
     assert (run / "tables" / "defense_overhead.parquet").exists()
     # the report shows the user's defenses like the others
     assert "recipient_guard" in (run / "report" / "index.html").read_text()

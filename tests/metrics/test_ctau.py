@@ -149,5 +149,5 @@ def test_table22_and_stage_means_use_ctau(smoke):
     assert t22["defense"] == "rollback_v2" and t22["benign_completion"] == pytest.approx(1.0)
     sm = tables.stage_means(df, ["benign_success", "recovery_success", "rolled_back_required"],
                             ctx).frame
-    got = {r["metric"]: r["mean"] for r in sm.iter_rows(named=True)}
+    got = {r["metric"]: r["estimate"] for r in sm.iter_rows(named=True)}
     assert got == {"benign_success": 1.0, "recovery_success": 1.0, "rolled_back_required": 1.0}

@@ -125,7 +125,7 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
         assert m.height == 16 * 2                            # 16 scenarios x 2 defenses
         t9 = pl.read_parquet(run / "tables" / "table09_security_positive_control.parquet")
         assert t9["defense"].to_list() == ["none", "tool_boundary"]  # rows not doubled
-        assert t9["N"].to_list() == [4, 4]                   # 4 security scenarios x 1 seed
+        assert t9["n"].to_list() == [4, 4]                   # 4 security scenarios x 1 seed
         cap = (run / "tables" / "table09_security_positive_control.md").read_text()
         assert label in cap and ("sim:always_follow" if slug == "sim-default"
                                  else "sim:default") not in cap
@@ -133,7 +133,7 @@ def test_two_models_two_table_sets_and_a_cross_model_table(tmp_path):
     t = pl.read_parquet(cross / "tables" / "cross_model_by_defense.parquet")
     assert set(t["defense"]) == {"none", "tool_boundary"}
     assert set(t["models"]) == {"sim:default vs sim:always_follow"}
-    assert (t["pairs"] <= 4).all() and (t["pairs"] >= 1).all()  # 4 scenarios x 1 seed
+    assert (t["n"] <= 4).all() and (t["n"] >= 1).all()  # 4 scenarios x 1 seed
     assert run_cli("verify", cross) == 0
     # the comparison's own headline and report, frozen with its tables
     files = json.loads((cross / "MANIFEST.json").read_text())["files"]

@@ -18,7 +18,7 @@ def test_figure_sources_carry_intervals(run_dir):
     import polars as pl
     for name in ("fig03", "fig05", "fig06"):
         df = pl.read_parquet(run_dir / "figures" / f"{name}_source.parquet")
-        assert {"mean", "ci_low", "ci_high"} <= set(df.columns)
+        assert {"estimate", "ci_low", "ci_high", "n", "n_clusters"} <= set(df.columns)
     df = pl.read_parquet(run_dir / "figures" / "fig04_source.parquet")
     # glossary keys (one name per quantity), each with its interval
     assert {"committed_harm_low", "blast_radius_norm_high"} <= set(df.columns)

@@ -268,6 +268,26 @@ def test_drilldown_cells_open_the_filtered_index(run_dir):
     assert "drill/" not in drill
 
 
+def test_drilldown_shows_the_headline_numbers_with_stage_n_and_interval(run_dir):
+    """One name, one number (issue 35): a drill-down cell is the findings row of the same
+    defense and quantity (its estimate, interval and n), its header names the stage, and
+    no pooled false-positive rate poses under Table 11's name."""
+    import json
+
+    from containmentbench.analysis.headline import cell
+
+    drill = _pages(run_dir)["drilldown.html"]
+    doc = json.loads((run_dir / "tables" / "headline.json").read_text())
+    r = next(x for x in doc["findings"]
+             if x["defense"] == "none" and x["metric"] == "authorized_tainted_action_success")
+    assert f"{cell(r)} n={r['n']}".replace("≤", "&le;") in drill or \
+        f"{cell(r)} n={r['n']}" in drill
+    assert "False-positive block rate" not in drill.split("<tbody>")[0]
+    assert "<th>Authorized completion (active-tainted utility)</th>" in drill
+    assert "<th>Committed policy violation (all stages)</th>" in drill
+    assert "95% scenario-cluster interval" in drill
+
+
 def test_serve_makes_any_rollout_page_on_demand(run_dir):
     """report --serve: a rollout without a static page is rendered from the traces; only
     the report folder is served, only on 127.0.0.1."""

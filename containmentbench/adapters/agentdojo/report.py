@@ -64,7 +64,7 @@ def parity_summary(traces: str | Path) -> dict[str, Any]:
 TABLE20 = "table20_agentdojo_qualification"
 STAGES20 = ("Initial clean qualification", "Revised clean qualification", "Attacked matrix",
             "Broader no-defense screen")
-SCHEMA20 = {"suite": "String", "stage": "String", "N": "Int64", "signal": "String",
+SCHEMA20 = {"suite": "String", "stage": "String", "n": "Int64", "signal": "String",
             "evidence": "String", "tasks_candidates": "Int64", "tasks_eligible": "Int64",
             "tasks_frozen": "Int64", "clusters": "Int64", "positive_clusters": "Int64",
             "selected_clusters": "Int64", "selected_positive_clusters": "Int64",
@@ -105,7 +105,7 @@ def _trace_row(suite: str, stage: str, rows: list[dict[str, Any]],
         signal = (f"Positives {att['positive_clusters']}/{att['clusters']}; selected "
                   f"eligible positives {att['selected_positive_clusters']}/"
                   f"{att['selected_clusters']}")
-    return {"suite": suite, "stage": stage, "N": n, "signal": signal,
+    return {"suite": suite, "stage": stage, "n": n, "signal": signal,
             "evidence": f"Endpoint parity {parity}/{applicable} (rows where the defense did "
                         f"not intervene); complete linkage {link}/{n}",
             **att, "parity_rows": parity, "parity_applicable": applicable,
@@ -126,7 +126,7 @@ def table20_frame(run: Path) -> Any:
         init = q.get("initial")
         if init:
             n = init["rows"]
-            out.append({"suite": suite, "stage": STAGES20[0], "N": n,
+            out.append({"suite": suite, "stage": STAGES20[0], "n": n,
                         "signal": f"{len(init['eligible'])}/{len(init['candidates'])} tasks "
                                   f"eligible",
                         "evidence": f"Endpoint parity {init['parity_rows']}/{n}; complete "
@@ -137,7 +137,7 @@ def table20_frame(run: Path) -> Any:
                         "linkage_rows": init["linkage_rows"], "errors": None})
         frozen = list(q.get("frozen", q["eligible"]))
         n = q["rows"]
-        out.append({"suite": suite, "stage": STAGES20[1], "N": n,
+        out.append({"suite": suite, "stage": STAGES20[1], "n": n,
                     "signal": f"{len(q['eligible'])}/{len(q['candidates'])} tasks eligible; "
                               f"{len(frozen)} frozen",
                     "evidence": f"Endpoint parity {q['parity_rows']}/{n}; complete linkage "
