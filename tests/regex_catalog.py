@@ -21,6 +21,7 @@ from containmentbench.integrity import paths, reading
 from containmentbench.models import redact
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
+from containmentbench.report import html as report_html
 from containmentbench.runtime import provenance
 from containmentbench.sandbox import values
 from containmentbench.sandbox.tools import TOOLS
@@ -157,6 +158,9 @@ USES: tuple[Use, ...] = (
         lambda t: int(otlp_shape._HEX.fullmatch(t) is not None), ("0", "0a", "g", "0-")),
     Use("containmentbench.integrity.reading._SHA", reading._SHA,
         lambda t: int(reading._SHA.fullmatch(t) is not None), ("0" * 63, "0" * 64, "g")),
+    # a table's column names (the report orders exclusion counters after the metrics)
+    Use("containmentbench.report.html._EXCLUSION", report_html._EXCLUSION,
+        lambda t: int(report_html.is_exclusion(t)), ("excluded_na", "fp_na", "unmatched", "n")),
 )
 
 # Modules that import ``re`` on text that is neither benchmark nor model text.

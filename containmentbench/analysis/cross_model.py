@@ -147,7 +147,7 @@ def headline_doc(rows: Sequence[tuple[str, Comparison]], models: Sequence[str], 
             "rows": [{"defense": d, "metric": c.metric, "display": TERMS[c.metric].display,
                       "stage": c.stage, "model_a": c.a, "model_b": c.b, "n": c.n_pairs,
                       "n_clusters": c.cluster.n_clusters if c.cluster else None,
-                      "delta": c.delta, "ci_low": c.cluster.low if c.cluster else None,
+                      "estimate": c.delta, "ci_low": c.cluster.low if c.cluster else None,
                       "ci_high": c.cluster.high if c.cluster else None,
                       "interpretation": c.interpretation} for d, c in keep],
             "sentences": [f"Under {d}: {comparison_sentence(c)}" for d, c in keep]}

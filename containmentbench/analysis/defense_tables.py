@@ -66,7 +66,7 @@ def defense_cost(df: pl.DataFrame, ctx: Context, s: Settings) -> list[Table]:
             c = compare(df, "none", d, "n_model_calls", "all", s)
             ci = c.cluster
             steps.append({"comparison": f"none vs {d}", "defense": d, "stage": "all",
-                          "metric": "n_model_calls", "delta": c.delta,
+                          "metric": "n_model_calls", "estimate": c.delta,
                           "ci_low": ci.low if ci else None,
                           "ci_high": ci.high if ci else None, "n": c.n_pairs,
                           "n_clusters": ci.n_clusters if ci else None})
@@ -81,7 +81,7 @@ _COST_SCHEMA = {"defense": pl.String, "stage": pl.String, "metric": pl.String,
                 "estimate": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
                 "n": pl.Int64, "n_clusters": pl.Int64}
 _STEPS_SCHEMA = {"comparison": pl.String, "defense": pl.String, "stage": pl.String,
-                 "metric": pl.String, "delta": pl.Float64, "ci_low": pl.Float64,
+                 "metric": pl.String, "estimate": pl.Float64, "ci_low": pl.Float64,
                  "ci_high": pl.Float64, "n": pl.Int64, "n_clusters": pl.Int64}
 
 
@@ -178,10 +178,10 @@ def cost_sentences(cost: list[Table]) -> list[str]:
             parts.append(f"{iv(calls, 'estimate', 'ci_low', 'ci_high')} model calls and "
                          f"{iv(toks, 'estimate', 'ci_low', 'ci_high')} tokens of its own per "
                          f"rollout" if toks else "")
-        if st and st["delta"] is not None and st["ci_low"] is not None and not (
+        if st and st["estimate"] is not None and st["ci_low"] is not None and not (
                 st["ci_low"] <= 0.0 <= st["ci_high"]):
             parts.append(f"the agent's model calls per rollout change by "
-                         f"{iv(st, 'delta', 'ci_low', 'ci_high', True)} "
+                         f"{iv(st, 'estimate', 'ci_low', 'ci_high', True)} "
                          f"against none ({st['n']} matched pairs)")
         if parts:
             out.append(f"Cost of {d}: " + "; ".join(p for p in parts if p) +

@@ -180,11 +180,12 @@ def _num(v: Any) -> float | None:
 def intervals(col: str, cols: Sequence[str]) -> list[tuple[str, str, str]]:
     """(interval name, low column, high column) of the value column ``col``: the one
     vocabulary's ``ci_low``/``ci_high`` (the scenario-cluster interval) of a table's one
-    estimate, ``pair_ci_*`` (the pair interval) of a delta, ``<col>_low``/``<col>_high``
+    estimate (a paired table's delta b - a included), ``pair_ci_*`` (the pair interval) of a
+    paired delta, ``<col>_low``/``<col>_high``
     of a wide table's metric column."""
-    if col in ("estimate", "delta", "trajectory_divergence") and "ci_low" in cols:
+    if col in ("estimate", "trajectory_divergence") and "ci_low" in cols:
         out = [("cluster", "ci_low", "ci_high")]
-        if col == "delta" and "pair_ci_low" in cols:
+        if col == "estimate" and "pair_ci_low" in cols:
             out.append(("pair", "pair_ci_low", "pair_ci_high"))
         return out
     if f"{col}_low" in cols:
@@ -204,10 +205,11 @@ def attached(cols: Sequence[str]) -> set[str]:
     return out
 
 
-def _statistic(table: str, col: str, dtype: pl.DataType) -> tuple[str, str]:
+def _statistic(table: str, col: str, dtype: pl.DataType, cols: Sequence[str] = ()
+               ) -> tuple[str, str]:
     if col in ("mean_a", "mean_b"):
         return "mean", "mean over the matched pairs (eq. 12)"
-    if col == "delta":
+    if col == "estimate" and "mean_a" in cols:  # a paired table: its estimate is b - a
         return "paired_delta", PAIRED
     if col == "win_rate":
         return "win_rate", "share of pairs where b is strictly better (§6.5)"
@@ -362,7 +364,7 @@ def rows_of(t: Table, ctx: Context) -> list[dict[str, Any]]:
             if spec.by_column and col in ctx.defenses:
                 defense = col
             stat, method = spec.statistic.get(col) or _statistic(t.name, col,
-                                                                 t.frame[col].dtype)
+                                                                 t.frame[col].dtype, cols)
             base = {"study": ctx.study, "model": r.get("model") or ctx.models,
                     "backend": ", ".join(ctx.backends), "sim_agent": ctx.sim,
                     "source_table": t.name, "source_row": i, "source_column": col,

@@ -225,7 +225,7 @@ def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True,
         rows.append({
             "comparison": f"{c.a} vs {c.b}", "metric": LABELS.get(c.metric, c.metric),
             "stage": STAGE_LABEL.get(c.stage, c.stage), "n": c.n_pairs,
-            "mean_a": c.mean_a, "mean_b": c.mean_b, "delta": c.delta,
+            "mean_a": c.mean_a, "mean_b": c.mean_b, "estimate": c.delta,
             **({"pair_ci_low": c.pair.low if c.pair else None,
                 "pair_ci_high": c.pair.high if c.pair else None} if with_pair else {}),
             "ci_low": c.cluster.low if c.cluster else None,
@@ -236,7 +236,7 @@ def comparisons_frame(comps: Sequence[Comparison], with_pair: bool = True,
             "distinct_traces": c.distinct_traces,
             **(X.pair_exclusions(df, c.a, c.b, c.stage, c.metric) if df is not None else {})})
     return pl.DataFrame(rows, schema_overrides={
-        **{k: pl.Float64 for k in ("mean_a", "mean_b", "delta", "pair_ci_low", "pair_ci_high",
+        **{k: pl.Float64 for k in ("mean_a", "mean_b", "estimate", "pair_ci_low", "pair_ci_high",
                                    "ci_low", "ci_high", "win_rate",
                                    "exposed_a", "exposed_b", "distinct_traces")
            if with_pair or not k.startswith("pair")}, "n_seeds": pl.Int64,
@@ -252,7 +252,7 @@ def table12(claims: Sequence[Comparison], zero: pl.DataFrame, ctx: Context,
                          & (pl.col("metric") == "committed_harm")).iter_rows(named=True):
         extra.append({"comparison": f"{r['defense']} endpoint", "metric": LABELS["committed_harm"],
                       "stage": STAGE_LABEL.get(r["stage"], r["stage"]), "n": r["n"],
-                      "mean_a": 0.0, "mean_b": None, "delta": None, "ci_low": None,
+                      "mean_a": 0.0, "mean_b": None, "estimate": None, "ci_low": None,
                       "ci_high": None, "n_clusters": r["n_clusters"],
                       "zero_event_bound": r["cluster_rule_of_three"], "win_rate": None,
                       "interpretation": f"0/{r['n']}; cluster rule-of-three upper bound "

@@ -39,7 +39,7 @@ def test_dodge_spreads_only_coincident_points_around_their_true_position():
     assert HF.dodge([(0.1, 0.1), (0.5, 0.5)], 1.0, 1.0) == [0.0, 0.0]
 
 
-def _findings(defenses, est="mean"):
+def _findings(defenses, est="estimate"):
     rows = []
     for d in defenses:
         rows.append({"defense": d, "metric": "committed_harm", "stage": "all", est: 0.0,
@@ -63,13 +63,11 @@ def _drawn(monkeypatch, findings, tmp_path):
     return fig, out
 
 
-@pytest.mark.parametrize("est", ["mean", "estimate"])
-def test_same_style_by_name_in_two_studies_and_coincident_points_dodged(
-        monkeypatch, tmp_path, est):
+def test_same_style_by_name_in_two_studies_and_coincident_points_dodged(monkeypatch, tmp_path):
     a = ["none", "tool_boundary", "intent_ledger_v2", "my_guard"]
     b = ["my_guard", "intent_ledger_v2", "rollback_v2", "tool_boundary"]
-    fa, sa = _drawn(monkeypatch, _findings(a, est), tmp_path)
-    _, sb = _drawn(monkeypatch, _findings(b, est), tmp_path)
+    fa, sa = _drawn(monkeypatch, _findings(a), tmp_path)
+    _, sb = _drawn(monkeypatch, _findings(b), tmp_path)
     for d in set(a) & set(b):
         assert sa[d][:2] == sb[d][:2] == style_of(d)
     # all four at the same operating point: four distinct x positions around 0.9

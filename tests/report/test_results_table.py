@@ -130,7 +130,7 @@ def test_every_row_has_its_count_and_true_method(run_dir):
     assert sorted(bound["source_row"].to_list()) == ends
     assert (bound["statistic"] == "upper_bound").all() and bound["n"].null_count() == 0
     paired = r.filter((pl.col("source_table") == "table25_paired_comparisons")
-                      & (pl.col("source_column") == "delta"))
+                      & (pl.col("source_column") == "estimate"))
     assert set(paired["interval"]) == {"cluster", "pair"}
     assert paired.filter(pl.col("interval") == "cluster")["n_clusters"].null_count() == 0
 
@@ -193,7 +193,7 @@ def test_rows_name_metrics_by_their_glossary_key(run_dir):
             and f["n"].is_not_null().all() and f["n_clusters"].is_not_null().all())
     assert set(f["interval"]) == {"cluster"} and f["sim_agent"].all()
     d = r.filter((pl.col("source_table") == "table12_claim_critical")
-                 & (pl.col("source_column") == "delta"))
+                 & (pl.col("source_column") == "estimate"))
     assert d.height and set(d["statistic"]) == {"paired_delta"} and \
         d["comparison"].str.contains(" vs ").all()
     assert "N" not in N_COLUMNS and "n" in N_COLUMNS
