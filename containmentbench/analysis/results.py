@@ -41,7 +41,7 @@ COLUMNS = {"study": pl.String, "model": pl.String, "backend": pl.String,
            "ci_high": pl.Float64, "method": pl.String, "n": pl.Int64, "n_clusters": pl.Int64}
 #: count columns: attached to the numbers they count, never rows of their own
 N_COLUMNS = ("n", "n_per_defense", "active_n", "clean_n", "fp_n", "n_a", "n_b",
-             "differing_pairs")
+             "differing_pairs", "rollouts")  # rollouts: the audit gap table's count
 CLUSTER = "95% scenario-cluster percentile bootstrap (§6.5)"
 PAIR = "95% pair percentile bootstrap (§6.5)"
 MEAN = "mean over rollouts (eq. 7)"
@@ -211,6 +211,10 @@ def _statistic(table: str, col: str, dtype: pl.DataType, cols: Sequence[str] = (
         return "mean", "mean over the matched pairs (eq. 12)"
     if col == "estimate" and "mean_a" in cols:  # a paired table: its estimate is b - a
         return "paired_delta", PAIRED
+    if table.startswith("audit/"):  # the provenance audit's own tables (analysis/late.py)
+        if dtype.is_integer():
+            return "count", "count of the provenance audit (paper 001)"
+        return "rate", "computed by the provenance audit (paper 001; the table's caption says how)"
     if col == "win_rate":
         return "win_rate", "share of pairs where b is strictly better (§6.5)"
     if col in _BOUNDS or col == "zero_event_bound":
@@ -295,6 +299,8 @@ def _n_of(t: Table, r: Mapping[str, Any], col: str, spec: Spec) -> int | None:
         return first["count"] if first["quantity"] == "input model actions" else None
     if t.name == "table28_integrity_audit":
         return r.get("items_checked")
+    if t.name == "case_studies":  # a count of matched pairs: the pairs are the count
+        return r.get("candidates")
     ncol = n_column(t.name, t.frame.columns, col)
     if ncol is None or r.get(ncol) is None:
         return None

@@ -24,6 +24,7 @@ from containmentbench.analysis import (
 )
 from containmentbench.analysis import headline as H
 from containmentbench.analysis.exposure import QUANTITIES, exposure_validity
+from containmentbench.analysis.late import late_tables
 from containmentbench.analysis.paired import Settings, stage_rows, zero_events
 from containmentbench.analysis.parallel import pool_for
 from containmentbench.analysis.parts import (
@@ -161,8 +162,11 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
                                      [*headline_sentences(by_topology.frame, ctx.defenses),
                                       *defense_tables.cost_sentences(cost)])
                   if p.suffix in (".png", ".pdf")]
-    # every number of every table above, one row each (analysis/results.py)
-    written += write(results_table([*out_tables, *fig_tables], ctx), out / "tables",
+    # every number of every table above, and of the tables the steps before this one wrote
+    # (case studies, Table 28, Table 20, the provenance audit: analysis/late.py), one row
+    # each (analysis/results.py)
+    written += write(results_table([*out_tables, *fig_tables, *late_tables(out)], ctx),
+                     out / "tables",
                      formats=("parquet", "csv"), origin=ctx.origin)
     # relative to the output folder: analysis.json is hashed by freeze, and an absolute path
     # would tie it to one machine and one results_dir

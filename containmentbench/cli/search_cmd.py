@@ -261,6 +261,7 @@ def _headline(run: Path, built: list[Any]) -> None:
     import polars as pl
 
     from containmentbench.analysis import headline as H
+    from containmentbench.analysis.late import late_tables
     from containmentbench.analysis.paired import Settings
     from containmentbench.analysis.results import results_table
     from containmentbench.analysis.seeds import interval_rows
@@ -274,7 +275,8 @@ def _headline(run: Path, built: list[Any]) -> None:
     found = H.findings(interval_rows(df), ctx, s)
     write(found, run / "tables", origin=ctx.origin)
     H.write(found, ctx, [], run)
-    write(results_table([found, *built], ctx), run / "tables", formats=("parquet", "csv"),
+    write(results_table([found, *built, *late_tables(run)], ctx), run / "tables",
+          formats=("parquet", "csv"),
           origin=ctx.origin)
 
 

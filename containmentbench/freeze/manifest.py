@@ -321,13 +321,15 @@ def reproduce(study: str | Path, workers: int | None = None) -> dict[str, Any]:
         else:
             raise BenchError(f"adapter '{adapter}' has no reproduce step",
                              file=str(study / "config.yaml"))
-        analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
-                summary)
+        # the case studies, Table 28 and the provenance audit before the analysis, as the
+        # pipeline runs them: results.parquet holds their numbers too (analysis/late.py)
         if (study / "tables" / "case_studies.parquet").exists():
             from containmentbench.report.write import write_cases
             write_cases(study, scratch / "metrics" / "rollout_metrics.parquet",
                         scratch / "tables")
         wall_clock = _reaudit(study, scratch)  # the provenance audit, when the study has one
+        analyze(scratch / "metrics" / "rollout_metrics.parquet", scratch, info["config"],
+                summary)
         # the analysis's own wall-clock tables (the defenses' hook time, from the traces)
         wall_clock |= set(info.get("wall_clock", []))
         for sub in progress(("reparse", "metrics", "tables", "figures", "adapter", "audit"),

@@ -13,24 +13,27 @@ import polars as pl
 import pytest
 
 from containmentbench import results
+from containmentbench.analysis.late import table_path
 from containmentbench.analysis.results import COLUMNS, N_COLUMNS, rebuild
 from containmentbench.errors import BenchError
 from containmentbench.metrics.glossary import TERMS
 
-#: tables kept out of results.parquet: wall clock by design (defense_overhead); written by
-#: later steps than analyze (case studies and Table 28 by ``cases``)
-APART = ("results", "case_studies", "table28_integrity_audit", "defense_overhead")
+#: tables kept out of results.parquet: wall clock by design (the defenses' hook time, the
+#: audit's time per unit), and results itself
+APART = ("results", "defense_overhead", "audit/audit_overhead")
 
 
 def _table(run_dir, name):
-    p = run_dir / "tables" / f"{name}.parquet"
-    return pl.read_parquet(p if p.exists() else run_dir / "figures" / f"{name}.parquet")
+    return pl.read_parquet(table_path(run_dir, name))
 
 
 def _tables(run_dir):
-    names = [p.stem for p in sorted((run_dir / "tables").glob("*.parquet"))
-             if p.stem not in APART]
-    return names + [p.stem for p in sorted((run_dir / "figures").glob("*_source.parquet"))]
+    """Every table of the run: tables/, the figures' sources and the audit's tables (named
+    audit/<stem>, as results.parquet names them), less the ones kept apart."""
+    names = [p.stem for p in sorted((run_dir / "tables").glob("*.parquet"))]
+    names += [p.stem for p in sorted((run_dir / "figures").glob("*_source.parquet"))]
+    names += [f"audit/{p.stem}" for p in sorted((run_dir / "audit" / "tables").glob("*.parquet"))]
+    return [n for n in names if n not in APART]
 
 
 def _plain(v):
@@ -63,7 +66,13 @@ def assert_tables_rebuild(run_dir):
 def test_every_table_rebuilds_from_results_alone(run_dir):
     names = assert_tables_rebuild(run_dir)
     assert {"findings", "table11_utility", "table12_claim_critical", "table14_denominator_sensitivity",
-            "table26_seed_variance", "fig04_source"} <= set(names)
+            "table26_seed_variance", "fig04_source", "case_studies", "table28_integrity_audit",
+            "audit/audit_gap"} <= set(names)
+    res = pl.read_parquet(run_dir / "tables" / "results.parquet")
+    # the later steps' tables are in it with their numbers, and the wall clock is not
+    assert {"case_studies", "table28_integrity_audit", "audit/audit_gap"} <= \
+        set(res["source_table"].unique())
+    assert not set(APART) & set(res["source_table"].unique())
 
 
 def test_a_wrong_count_or_interval_fails_the_rebuild(run_dir, tmp_path):

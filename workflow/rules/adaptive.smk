@@ -158,10 +158,12 @@ rule adaptive_metrics:
         "containmentbench metrics {params.traces:q} --out {output:q} --force --workers {threads} > {log:q} 2>&1"
 
 
+# after the provenance audit: results.parquet holds its numbers too (analysis/late.py)
 rule adaptive_tables:
     input:
         metrics=rules.adaptive_metrics.output,
         qualification=rules.adaptive_qualify.output,
+        audit=S.path("audit", "summary.json"),
     output:
         update(report(S.paths("tables", "{}.csv", ADAPTIVE_TABLES), category="Tables")),
     log:

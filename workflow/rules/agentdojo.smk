@@ -91,10 +91,14 @@ rule adapter_parity:
         "containmentbench adapters parity {params.traces:q} --out {output:q} --force > {log:q} 2>&1"
 
 
+# after Table 20 and the provenance audit: results.parquet holds their numbers too
+# (analysis/late.py)
 rule adapter_analysis:
     input:
         metrics=rules.adapter_metrics.output,
         parity=rules.adapter_parity.output,
+        table20=S.path("tables", "table20_agentdojo_qualification.csv"),
+        audit=S.path("audit", "summary.json"),
     output:
         update(S.path("analysis.json")),
     log:
@@ -134,7 +138,7 @@ rule adapter_screen:
 
 rule adapter_table20:
     input:
-        analysis=rules.adapter_analysis.output,
+        metrics=rules.adapter_metrics.output,
         screens=expand(
             S.path("qualification", "screen", "{suite}", "screen.json"),
             suite=S.data["study"]["adapter"]["suites"]
@@ -147,7 +151,7 @@ rule adapter_table20:
     log:
         S.path("logs", "table20.log"),
     params:
-        run=lambda w, input: os.path.dirname(input.analysis[0]),
+        run=lambda w, input: os.path.dirname(os.path.dirname(input.metrics[0])),
     conda:
         "../envs/containmentbench.yaml"
     resources:

@@ -1,5 +1,5 @@
 from containmentbench.analysis.outputs import settings_digest
-from containmentbench.report.items import ANALYSIS_TABLES
+from containmentbench.report.items import ANALYSIS_TABLES, CASE_TABLES
 
 
 # Sensitivity (Tables 13, 14, rule attribution) and bootstrap (every resampled interval) are
@@ -44,12 +44,17 @@ rule bootstrap:
         "containmentbench bootstrap {input.metrics:q} --out {output:q} --force --config {params.config:q} > {log:q} 2>&1"
 
 
+# tables/results.parquet holds every number of every table: the case studies and Table 28
+# (rule cases) and the provenance audit's tables (rule audit) are written first
+# (analysis/late.py)
 rule tables:
     input:
         metrics=rules.metrics.output,
         reparse=rules.reparse.output.summary,
         sensitivity=rules.sensitivity.output,
         bootstrap=rules.bootstrap.output,
+        cases=S.paths("tables", "{}.csv", CASE_TABLES),
+        audit=S.path("audit", "summary.json"),
     output:
         update(S.path("analysis.json")),
         tables=update(report(S.paths("tables", "{}.csv", ANALYSIS_TABLES), category="Tables")),

@@ -4,17 +4,17 @@
 from containmentbench.report.items import CASE_TABLES
 
 
+# before the analysis (rule tables), whose results.parquet holds their numbers too
 rule cases:
     input:
         metrics=rules.metrics.output,
-        analysis=rules.tables.output[0],
     output:
         tables=update(report(S.paths("tables", "{}.csv", CASE_TABLES), category="Case studies")),
         steps=update(S.path("tables", "case_studies_steps.json")),
     log:
         S.path("logs", "cases.log"),
     params:
-        run=lambda w, input: os.path.dirname(input.analysis),
+        run=lambda w, output: os.path.dirname(os.path.dirname(output.steps)),
     conda:
         "../envs/containmentbench.yaml"
     resources:
