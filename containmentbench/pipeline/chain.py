@@ -1,8 +1,8 @@
 """Every step of a run's chain with its state, for ``containmentbench status``.
 
 The steps are the rules of the study's kind (``Snakefile``): our scenarios go rollouts ->
-reparse -> metrics -> analysis (sensitivity, bootstrap) -> tables -> cases -> audit -> report
--> freeze; an AgentDojo study goes qualification -> rollouts -> metrics -> parity -> tables ->
+reparse -> metrics -> analysis (sensitivity, bootstrap), cases and audit -> tables (whose
+results.parquet holds the case studies' and the audit's numbers too) -> report -> freeze; an AgentDojo study goes qualification -> rollouts -> metrics -> parity -> tables ->
 report -> freeze; an adaptive study goes splits -> search -> frozen candidates ->
 qualification -> replay -> metrics -> tables -> report -> freeze. A step is
 
@@ -28,10 +28,11 @@ R = ("rollouts",)
 OURS = (("reparse", ("reparse/summary.json",), R),
         ("metrics", ("metrics/rollout_metrics.parquet",), R),
         ("analysis", ("analysis/sensitivity.json", "analysis/bootstrap.json"), ("metrics",)),
-        ("tables", ("analysis.json", "tables/headline.json"), ("reparse", "analysis")),
-        ("cases", ("tables/case_studies_steps.json",), ("tables",)),
+        ("cases", ("tables/case_studies_steps.json",), ("metrics",)),
         ("audit", ("audit/summary.json",), R),
-        ("report", ("report/index.html",), ("cases", "audit")),
+        ("tables", ("analysis.json", "tables/headline.json"),
+         ("reparse", "analysis", "cases", "audit")),
+        ("report", ("report/index.html",), ("tables",)),
         ("freeze", ("MANIFEST.json",), ("report",)))
 ADAPTER = (("metrics", ("metrics/rollout_metrics.parquet",), R),
            ("parity", ("adapter/parity.json",), R),
