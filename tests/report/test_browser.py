@@ -306,29 +306,15 @@ def test_every_link_opens_from_an_out_folder(browser, study, tmp_path):
 
 @pytest.mark.slow
 def test_every_link_opens_in_the_snakemake_archive(browser, finished_smoke, tmp_path):
-    """``snakemake --report out.zip``: the study report unpacked from the archive (a folder
-    under ``data/raw/<hash>/``), the same walk from ``file://``."""
-    import subprocess
-    import zipfile
+    """``snakemake --report out.zip``: the study report unpacked from the archive, the same
+    walk from ``file://``."""
+    from tests.report.test_links import archived_report
 
-    from tests.conftest import ROOT, SMALL_SMOKE, SNAKEMAKE, copy_finished_smoke
-
-    base = copy_finished_smoke(finished_smoke, tmp_path / "study")
-    archive = tmp_path / "report.zip"
-    res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(base),
-                          "--cores", "1", "--report", str(archive), "--config", "study=smoke",
-                          f"overrides=[results_dir=results,{SMALL_SMOKE}]"],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    with zipfile.ZipFile(archive) as z:
-        z.extractall(tmp_path / "unzipped")
-    reports = [p.parent for p in (tmp_path / "unzipped").rglob("rollouts.html")
-               if (p.parent / "index.html").is_file()]
-    assert len(reports) == 1
+    report = archived_report(finished_smoke, tmp_path)
     problems: list[str] = []
-    page = _open(browser, reports[0], problems)
-    counts = _click_every_link(page, (reports[0] / "index.html").as_uri(),
-                               reports[0].resolve().as_uri() + "/", problems)
+    page = _open(browser, report, problems)
+    counts = _click_every_link(page, (report / "index.html").as_uri(),
+                               report.resolve().as_uri() + "/", problems)
     assert counts["html"] > 10 and counts["other"] > 20
 
 

@@ -106,10 +106,9 @@ def test_served_report_answers_every_link(run_dir):
         server.server_close()
 
 
-@pytest.mark.slow
-def test_snakemake_report_archive_resolves_every_link(finished_smoke, tmp_path):
-    """``snakemake --report out.zip``: the study report inside the archive (a folder under
-    ``data/raw/<hash>/``) resolves every link of every page inside itself."""
+def archived_report(finished_smoke, tmp_path) -> Path:
+    """The study report unpacked from ``snakemake --report out.zip`` of a copy of the
+    finished smoke study (a folder under ``data/raw/<hash>/`` of the archive)."""
     import subprocess
     import zipfile
 
@@ -125,6 +124,14 @@ def test_snakemake_report_archive_resolves_every_link(finished_smoke, tmp_path):
     reports = [p.parent for p in (tmp_path / "unzipped").rglob("rollouts.html")
                if (p.parent / "index.html").is_file()]
     assert len(reports) == 1
-    assert (reports[0] / "tables" / "results.parquet").is_file()
-    assert len(links(reports[0])) > 500
-    assert unresolved(reports[0]) == []
+    return reports[0]
+
+
+@pytest.mark.slow
+def test_snakemake_report_archive_resolves_every_link(finished_smoke, tmp_path):
+    """``snakemake --report out.zip``: the study report inside the archive resolves every
+    link of every page inside itself."""
+    report = archived_report(finished_smoke, tmp_path)
+    assert (report / "tables" / "results.parquet").is_file()
+    assert len(links(report)) > 500
+    assert unresolved(report) == []
