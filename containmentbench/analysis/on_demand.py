@@ -22,15 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from containmentbench.analysis.paired import (
-    Comparison,
-    Settings,
-    cluster_interval,
-    compare_draws,
-    finish,
-    higher_is_better,
-    pair_interval,
-)
+from containmentbench.analysis.paired import Comparison, Settings, compare, higher_is_better
 from containmentbench.analysis.seeds import interval_rows
 from containmentbench.errors import BenchError
 from containmentbench.metrics.glossary import TERMS
@@ -69,13 +61,9 @@ def comparison(df: pl.DataFrame, cfg: Mapping[str, Any], a: str, b: str, metric:
     ``df`` of one run, with the analysis settings ``cfg`` of that run, as one record."""
     check(df, a, b, metric, stage)
     s = Settings.from_config(cfg)
-    w = compare_draws(interval_rows(df), a, b, metric, stage, s)
-    if isinstance(w, Comparison):  # no matched pair with the metric defined on both sides
-        c, n_clusters = w, 0
-    else:
-        c = finish(w, pair_interval(w), cluster_interval(w))
-        n_clusters = int(w.clusters.max()) + 1
-    return record(c, n_clusters, df, s)
+    c = compare(interval_rows(df), a, b, metric, stage, s)
+    # no cluster interval: no matched pair with the metric defined on both sides
+    return record(c, c.cluster.n_clusters if c.cluster else 0, df, s)
 
 
 def record(c: Comparison, n_clusters: int, df: pl.DataFrame, s: Settings) -> dict[str, Any]:
