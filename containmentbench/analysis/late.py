@@ -18,10 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import polars as pl
-import pyarrow.parquet as pq
-
-from containmentbench.analysis.writers import Table
+from containmentbench.analysis.writers import Table, read
 from containmentbench.integrity import safeopen
 
 #: tables/ files written by steps that run before the results table (in this order)
@@ -31,9 +28,7 @@ AUDIT = "audit/"
 
 def _read(path: Path, name: str) -> Table:
     safeopen.check_regular(path, what="table", follow=False)
-    arrow = pq.read_table(path)
-    caption = (arrow.schema.metadata or {}).get(b"caption", b"").decode()
-    return Table(name, caption, pl.from_arrow(arrow))
+    return read(path, name)
 
 
 def _audit_wall_clock(run: Path) -> set[str]:

@@ -83,6 +83,16 @@ def with_origin(frame: pl.DataFrame, origin: Mapping[str, object] | None) -> pl.
     return frame.select(*lead, *frame.columns) if lead else frame
 
 
+def read(path: Path, name: str | None = None) -> Table:
+    """A table back from the Parquet file :func:`write` wrote: its frame and the caption
+    kept in the file's metadata (``name``: the file's stem unless given)."""
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_table(path)
+    caption = (arrow.schema.metadata or {}).get(b"caption", b"").decode()
+    return Table(name or Path(path).stem, caption, pl.from_arrow(arrow))
+
+
 def write(t: Table, out_dir: Path, formats: tuple[str, ...] = FORMATS,
           origin: Mapping[str, object] | None = None) -> list[Path]:
     """Write the four formats, or ``formats`` of them (integrity.writer: kind ``tables``);

@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from containmentbench.analysis.paired import PAIR_KEYS, stage_rows
 from containmentbench.analysis.tables import SIM_NOTE, Context
+from containmentbench.analysis.writers import read
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
 from containmentbench.integrity import frozen, reading, writer
@@ -229,9 +229,8 @@ class Report:
     def _table_html(self, p: Path, key: str = "") -> str:
         rel = p.relative_to(self.run.path).as_posix()
         digest = self._checked(p)
-        t = pq.read_table(p)
-        cap = (t.schema.metadata or {}).get(b"caption", b"").decode()
-        df = pl.from_arrow(t)
+        table = read(p)
+        cap, df = table.caption, table.frame
         df = df.select(H.metric_first(df.columns))  # exclusion counters after the metrics
         extra, cells = (), None
         if p.stem == "rule_attribution" and df.height:

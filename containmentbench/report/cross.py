@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import polars as pl
-import pyarrow.parquet as pq
-
+from containmentbench.analysis.writers import read
 from containmentbench.canonical import sha256_file
 from containmentbench.integrity import writer
 from containmentbench.report import headline as HL
@@ -77,9 +75,8 @@ def build_cross_report(out: Path, runs: list[Path]) -> Path:
     parts.append('<h2 id="deltas">Paired deltas</h2><ul class="sentences">'
                  + "".join(f"<li>{H.escape(x)}</li>" for x in doc["sentences"]) + "</ul>")
     t = out / "tables" / "cross_model_by_defense.parquet"
-    arrow = pq.read_table(t)
-    cap = (arrow.schema.metadata or {}).get(b"caption", b"").decode()
-    df = pl.from_arrow(arrow)
+    table = read(t)
+    cap, df = table.caption, table.frame
     parts.append(f'<p class="hash">tables/{t.name} · sha256 {sha256_file(t)}</p>'
                  '<div class="tbox">' + H.table(df.columns, df.iter_rows(), caption=cap,
                                                 table_id="table-cross_model_by_defense")
