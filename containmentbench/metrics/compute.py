@@ -42,7 +42,9 @@ EDGE_COLS = ["rollout_id", "src", "dst", "kind", "propagates_taint"]
 
 
 @lru_cache(maxsize=8)
-def _suite(suite: str) -> dict[str, Scenario]:
+def suite_scenarios(suite: str) -> dict[str, Scenario]:
+    """The scenarios of a suite by id, loaded once per process (hash-checked by
+    ``load_suite``)."""
     return {s.id: s for s in load_suite(suite)}
 
 
@@ -161,7 +163,7 @@ def shard_rows(shard: str) -> list[dict[str, Any]]:
     ro, ev, ed = read_shard(d)
     rows = []
     for r in ro:
-        scen = _suite(r["suite"]).get(r["scenario_id"])
+        scen = suite_scenarios(r["suite"]).get(r["scenario_id"])
         if scen is None:
             raise BenchError(f"scenario '{r['scenario_id']}' not in suite '{r['suite']}'",
                              file=str(d / "rollouts.parquet"), field="scenario_id")

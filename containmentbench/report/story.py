@@ -21,7 +21,6 @@ determined instead of pointing at one.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from containmentbench.errors import BenchError
 from containmentbench.escape import visible
 from containmentbench.metrics import definitions as M
+from containmentbench.metrics.compute import suite_scenarios
 from containmentbench.report import html as H
 from containmentbench.report.rundir import Rollout
 from containmentbench.scenarios.model import Scenario
@@ -38,17 +38,10 @@ VERDICTS = ("decision", "confirm_request", "confirmation")
 GIST = 140
 
 
-@functools.lru_cache(maxsize=8)
-def _suite(suite: str) -> dict[str, Scenario]:
-    from containmentbench.scenarios.manifest import load_suite
-
-    return {s.id: s for s in load_suite(suite)}
-
-
 def scenario_of(row: dict[str, Any]) -> tuple[Scenario | None, str]:
     """The rollout's scenario from its suite, or None and why not."""
     try:
-        s = _suite(str(row.get("suite")))
+        s = suite_scenarios(str(row.get("suite")))
     except BenchError:  # no host path in the page: its bytes must not depend on the checkout
         return None, (f"its suite '{row.get('suite')}' is not a scenario suite this report "
                       "can read, so eq. 5 is not re-applied to its events here")

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from containmentbench.attacks import funnel as F
-from containmentbench.metrics.compute import _suite, compute_metrics
+from containmentbench.metrics.compute import compute_metrics, suite_scenarios
 from containmentbench.trace.io import by_rollout, read_table, shard_dirs
 from tests.conftest import run_cli
 
@@ -35,7 +35,7 @@ def test_funnel_columns_and_invariants(traces):
     for d in shard_dirs(traces):
         ev = by_rollout(read_table(d / "events.parquet", "events"))
         for r in read_table(d / "rollouts.parquet", "rollouts").to_pylist():
-            scn = _suite(r["suite"])[r["scenario_id"]]
+            scn = suite_scenarios(r["suite"])[r["scenario_id"]]
             f = F.rollout_funnel(ev[r["rollout_id"]], scn)
             row = by_id[r["rollout_id"]]
             if not f.attacked:
