@@ -145,6 +145,11 @@ SPECS: dict[str, Spec] = {
     "table14_denominator_sensitivity": Spec(by_column=True, metric_of=lambda r, c: (
         "blast_radius_fixed" if "fixed" in r["scope"] else "blast_radius_norm")),
     "rule_attribution": Spec(n={"rows": "differing_pairs"}),
+    # the later steps' tables (analysis/late.py): Table 28's checks count over the items
+    # checked; a case study's count of matched pairs is its own n
+    "table28_integrity_audit": Spec(n={c: "items_checked" for c in ("items_checked",
+                                                                    "violations")}),
+    "case_studies": Spec(n={"candidates": "candidates"}),
     "fig05_source": Spec(),
 }
 
@@ -297,10 +302,6 @@ def _n_of(t: Table, r: Mapping[str, Any], col: str, spec: Spec) -> int | None:
     if t.name == "table24_parser_reparse":  # every count is over the model actions
         first = t.frame.row(0, named=True)
         return first["count"] if first["quantity"] == "input model actions" else None
-    if t.name == "table28_integrity_audit":
-        return r.get("items_checked")
-    if t.name == "case_studies":  # a count of matched pairs: the pairs are the count
-        return r.get("candidates")
     ncol = n_column(t.name, t.frame.columns, col)
     if ncol is None or r.get(ncol) is None:
         return None
