@@ -23,10 +23,12 @@ next run moves them to ``retired/`` (``pipeline/preflight.py``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from containmentbench.errors import BenchError
+from containmentbench.integrity import safeopen
 from containmentbench.pipeline.mixing import SHARD_RECORD
 from containmentbench.pipeline.plan import (
     Job,
@@ -127,12 +129,16 @@ def _job_outcome(data: dict[str, Any], j: Job) -> str | bool:
     log = _job_log(data, j)
     if log is None:
         return False
+    # through the safe open (integrity/safeopen.py): a FIFO or a link in a log's place is one
+    # line, never a status that waits for a writer
+    fd, st = safeopen.open_regular(log, what="job log", follow=False)
     try:
-        with open(log, "rb") as f:
-            f.seek(max(0, log.stat().st_size - LOG_TAIL))
-            tail = f.read().decode("utf-8", "replace")
+        os.lseek(fd, max(0, st.st_size - LOG_TAIL), os.SEEK_SET)
+        tail = os.read(fd, LOG_TAIL).decode("utf-8", "replace")
     except OSError:
         return "interrupted"
+    finally:
+        os.close(fd)
     if tail.rstrip().endswith("KeyboardInterrupt"):  # Ctrl-C before the CLI's own handler
         return "interrupted"
     return "failed" if any(m in tail for m in ERROR_MARKS) else "interrupted"

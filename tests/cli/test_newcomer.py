@@ -153,6 +153,13 @@ def test_interrupted_and_failed_shards(tmp_path):
     d.parent.mkdir(parents=True)
     (d.parent / f".{d.name}.tmp-123").mkdir()
     assert s.id in study_status(data)["interrupted"]
+    # a FIFO in a job log's place is one line naming it, not a status that waits forever
+    from containmentbench.errors import BenchError
+
+    fifo = logs / f"{js[3].name}.log"
+    os.mkfifo(fifo)
+    with pytest.raises(BenchError, match="job log is a FIFO"):
+        study_status(data)
 
 
 # ------------------------------------------------------------------ results/README.md
