@@ -54,7 +54,7 @@ from containmentbench.analysis.tables import SIM_NOTE, Context
 from containmentbench.analysis.writers import read
 from containmentbench.canonical import sha256_file
 from containmentbench.errors import BenchError
-from containmentbench.integrity import frozen, reading, writer
+from containmentbench.integrity import frozen, reading, safeopen, writer
 from containmentbench.progress import progress
 from containmentbench.report import headline as HL
 from containmentbench.report import html as H
@@ -216,15 +216,22 @@ class Report:
         checked: read once, their sha256 compared with the manifest on a frozen study."""
         rel = p.relative_to(self.run.path).as_posix()
         if rel not in self.copies:
-            if self.trust:
-                reading.trusted(p)
-            data = p.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            if self.hashes is not None and self.hashes.get(rel) != digest:
-                raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; not linked",
-                                 file=str(self.run.path))
-            self.copies[rel] = data
+            self.copies[rel] = self._checked_bytes(p, "not linked")
         return H.link(f"{root}{rel}", label)
+
+    def _checked_bytes(self, p: Path, refused: str) -> bytes:
+        """The bytes of the study file ``p``, read once (through the safe open) and, on a
+        frozen study, equal to its manifest entry: what is shown or copied is what was
+        checked."""
+        rel = p.relative_to(self.run.path).as_posix()
+        if self.trust:
+            reading.trusted(p)
+        data = safeopen.read_bytes(p, limit=safeopen.LIMIT_JSON, what="study file",
+                                   follow=False)
+        if self.hashes is not None and self.hashes.get(rel) != hashlib.sha256(data).hexdigest():
+            raise BenchError(f"{rel}: sha256 differs from MANIFEST.json; {refused}",
+                             file=str(self.run.path))
+        return data
 
     def _table_html(self, p: Path, key: str = "") -> str:
         rel = p.relative_to(self.run.path).as_posix()
@@ -342,8 +349,7 @@ class Report:
         p = self.run.path / "tables" / "headline.json"
         findings = []
         if p.exists():
-            self._checked(p)
-            findings = json.loads(p.read_text())["findings"]
+            findings = json.loads(self._checked_bytes(p, "not shown"))["findings"]
         self._emit("drilldown.html", H.page("Per-defense and per-stage drill-down",
                                             pages.drilldown(self.df, self.ctx.defenses,
                                                             findings),
