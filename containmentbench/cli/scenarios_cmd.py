@@ -1,4 +1,4 @@
-"""``containmentbench scenarios generate|check|show``."""
+"""``containmentbench scenarios generate|freeze|build|check|show``."""
 
 from __future__ import annotations
 
@@ -34,6 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="full_main | stress | smoke | exposed | exposed_smoke | exposed_real")
     f.add_argument("--seed", type=T.seed, default=None, help="generator seed")
     f.set_defaults(func=cmd_generate, freeze=True, out=None, force=True)
+    b = ssub.add_parser("build", help="build a suite from your own records (a JSONL file of "
+                                      "minimal or full records, or an edited suite folder): "
+                                      "validate, run the literal-reader and positive-control "
+                                      "checks, hash and freeze it in --out "
+                                      "(docs/scenarios.md)")
+    b.add_argument("--from", dest="src", type=Path, required=True,
+                   help="a JSONL file of records (docs/user_record.schema.json) or a suite "
+                        "folder whose stage files were edited")
+    b.add_argument("--out", type=Path, required=True,
+                   help="a new or empty folder, or an earlier build (--force)")
+    b.add_argument("--name", default=None,
+                   help="the suite's name in its records and manifest (default: --out's "
+                        "folder name)")
+    b.add_argument("--force", action="store_true", help="replace an earlier, different build "
+                   "at --out (moved aside to .<name>.replaced-<n>, never deleted)")
+    b.add_argument("--json", action="store_true", help="print the summary as JSON")
+    b.set_defaults(func=cmd_build)
     c = ssub.add_parser("check", help="hash drift check + positive-control self-check + "
                                       "literal-reader check (exit 2 when a plan needs a "
                                       "value its agent was never shown) + competent and "
@@ -83,6 +100,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    from containmentbench.scenarios.builder import as_json, build, summary
+
+    frozen = Path("scenarios").resolve()
+    out = args.out.resolve()
+    if out == frozen or frozen in out.parents:
+        raise BenchError("is inside the committed suites' folder; only `containmentbench "
+                         "scenarios freeze` writes there: choose another folder",
+                         file=str(args.out), field="out")
+    built, what, digest = build(args.src, args.out, args.name, args.force)
+    print(as_json(built, args.out, what, digest) if args.json
+          else summary(built, args.out, what, digest))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from containmentbench.scenarios import readings
     from containmentbench.scenarios.literal import check_literal
@@ -93,6 +125,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     problems = verify_suite(directory)
     for prob in problems:
         print(f"drift: {prob}", file=sys.stderr)
+    if problems:
+        from containmentbench.scenarios.manifest import read_manifest, rebuild_hint
+
+        print(f"to accept the edits: {rebuild_hint(directory, read_manifest(directory))}",
+              file=sys.stderr)
     scenarios = load_suite(directory, args.stage)
     for s in scenarios:  # a task template nobody read competently: refused before any run
         readings.template_of(s)

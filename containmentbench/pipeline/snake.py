@@ -111,6 +111,11 @@ class Study:
         self.dir = study_root(self.data)
         self.name = self.data["study"]["name"]
         self.suite = self.data["study"]["suite"]
+        from containmentbench.scenarios.manifest import suite_label
+
+        # a file name for the suite's check record: a suite given as a folder
+        # (study.suite=DIR, a built suite) is named by its folder
+        self.suite_label = suite_label(self.suite)
         self.cluster = self.data["cluster"]
         self.backend = self.data["backend"]["name"]
         self.adapter = (self.data["study"].get("adapter") or {}).get("name")  # §6.4 studies
@@ -264,11 +269,18 @@ class Study:
         return [self.path(sub, pattern.format(n)) for n in names]
 
     def figures(self) -> list[str]:
-        """The figures ``analyze`` draws for the study's stages (a figure whose stage the
-        study lacks is not drawn, so it is not a declared output either)."""
+        """The figures ``analyze`` draws for the study's stages that its suite holds (a
+        figure whose stage the study or its suite lacks, as a user's built suite may, is not
+        drawn, so it is not a declared output either)."""
         from containmentbench.analysis.outputs import figure_names
 
-        return self.paths("figures", "{}.png", figure_names(self.data["study"]["stages"]))
+        stages = list(self.data["study"]["stages"])
+        if not self.adapter and not self.adaptive:
+            from containmentbench.scenarios.manifest import suite_index
+
+            held = {st for st, _ in suite_index(self.suite)}
+            stages = [st for st in stages if st in held]
+        return self.paths("figures", "{}.png", figure_names(stages))
 
     def shard_output(self, s: Shard) -> str:
         return str(run_dir(self._run[s.model]) / "traces" / s.id / CHECKSUMS)

@@ -32,9 +32,11 @@ def stage_file(stage: str) -> str:
     return f"{stage}.jsonl"
 
 
-def render_suite(suite: str, seed: int, records: dict[str, list[dict[str, Any]]]
-                 ) -> dict[str, bytes]:
-    """File name -> bytes for a whole suite (JSONL per stage and the manifest)."""
+def render_suite(suite: str, seed: int | None, records: dict[str, list[dict[str, Any]]],
+                 generator_version: str = GENERATOR_VERSION) -> dict[str, bytes]:
+    """File name -> bytes for a whole suite (JSONL per stage and the manifest). A suite
+    built from a user's records (``scenarios build``, builder.py) has no seed and records
+    the builder's version (``user-<n>``) as its ``generator_version``."""
     files: dict[str, bytes] = {}
     stages: dict[str, Any] = {}
     hashes: dict[str, str] = {}
@@ -47,9 +49,10 @@ def render_suite(suite: str, seed: int, records: dict[str, list[dict[str, Any]]]
                          "sha256": sha256_bytes(data)}
         for r in records[stage]:
             hashes[r["id"]] = sha256_json(r)
-    manifest = {"suite": suite, "seed": seed, "generator_version": GENERATOR_VERSION,
+    manifest = {"suite": suite, "generator_version": generator_version,
                 "stages": stages, "scenarios": hashes,
-                "total": sum(s["count"] for s in stages.values())}
+                "total": sum(s["count"] for s in stages.values()),
+                **({"seed": seed} if seed is not None else {})}
     files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 
@@ -142,6 +145,12 @@ def _records(path: Path) -> Any:
                                       line=lineno) from None
 
 
+def jsonl_records(path: Path) -> Any:
+    """``(line number, parsed JSON)`` of every non-empty line of a JSONL file (bad JSON or
+    text that is not UTF-8: one line naming file and line)."""
+    return _records(path)
+
+
 def read_stage(path: Path) -> list[Scenario]:
     """Parse and validate one stage file; errors name file, line and field."""
     out: list[Scenario] = []
@@ -188,12 +197,47 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+#: suite folders named by path in this process or a parent (``study.suite=DIR``), joined by
+#: ``os.pathsep``: later steps (metrics, report, freeze) find a suite by the name its records
+#: carry, and the Snakemake rules' and jobs' processes inherit the variable
+SUITES_ENV = "CONTAINMENTBENCH_SUITES"
+
+
+def _register(folder: Path) -> None:
+    path = str(folder.resolve())
+    known = [x for x in os.environ.get(SUITES_ENV, "").split(os.pathsep) if x]
+    if path not in known:
+        os.environ[SUITES_ENV] = os.pathsep.join([*known, path])
+
+
+def _registered(name: str) -> Path | None:
+    """A folder of :data:`SUITES_ENV` whose name, or whose manifest's ``suite``, is ``name``."""
+    for x in os.environ.get(SUITES_ENV, "").split(os.pathsep):
+        f = Path(x)
+        if not x or not (f / MANIFEST).is_file():
+            continue
+        if f.name == name:
+            return f
+        try:
+            if json.loads((f / MANIFEST).read_text(encoding="utf-8")).get("suite") == name:
+                return f
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def suite_dir(suite: str | Path) -> Path:
-    """Resolve a suite name or folder: an existing folder, ``./scenarios/<suite>``, or the
-    committed suite beside the package (``$CONTAINMENTBENCH_SCENARIOS`` overrides)."""
+    """Resolve a suite name or folder: an existing folder (remembered in
+    ``$CONTAINMENTBENCH_SUITES``, so its name resolves later and in child processes), a
+    folder remembered so, ``./scenarios/<suite>``, or the committed suite beside the package
+    (``$CONTAINMENTBENCH_SCENARIOS`` overrides)."""
     p = Path(suite)
     if p.is_dir() and (p / MANIFEST).exists():
+        _register(p)
         return p
+    found = _registered(str(suite))
+    if found is not None:
+        return found
     roots = [Path(os.environ["CONTAINMENTBENCH_SCENARIOS"])] \
         if os.environ.get("CONTAINMENTBENCH_SCENARIOS") else []
     roots += [Path.cwd() / "scenarios", repo_root() / "scenarios"]
@@ -202,7 +246,16 @@ def suite_dir(suite: str | Path) -> Path:
         if (cand / MANIFEST).exists():
             return cand
     raise BenchError(f"scenario suite '{suite}' not found (looked in "
-                     f"{', '.join(str(r) for r in roots)})", field="suite")
+                     f"{', '.join(str(r) for r in roots)}; a suite elsewhere is named by "
+                     f"its folder: study.suite=DIR, or ${SUITES_ENV}=DIR)", field="suite")
+
+
+def suite_label(suite: str | Path) -> str:
+    """A suite as one plain file name: a committed suite's name, or the folder name of a
+    suite given as a path (``study.suite=/data/my_suite`` -> ``my_suite``), characters
+    outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
+    name = Path(str(suite)).name or "suite"
+    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in name).lstrip(".") or "suite"
 
 
 # Stage files of this process: path -> (signature, {id: (line, record)}, {id: Scenario}). A
@@ -304,9 +357,22 @@ def check_stage_files(suite: str | Path, stage: str | None = None) -> None:
             continue
         if sha256_bytes(path.read_bytes()) != manifest["stages"][st]["sha256"]:
             raise BenchError(f"stage file no longer matches its suite's {MANIFEST} (edited "
-                             f"after the suite was frozen; `containmentbench scenarios check` "
-                             f"lists the drift)", file=str(path))
+                             f"after the suite was frozen): {rebuild_hint(directory, manifest)}",
+                             file=str(path))
         _CHECKED[key] = sig
+
+
+def rebuild_hint(directory: Path, manifest: dict[str, Any]) -> str:
+    """What to run on a suite whose files drifted from its manifest: a committed generator
+    suite is regenerated by ``scenarios freeze``; any edited folder (a built suite, or an
+    edited copy of a committed one) is re-checked and re-hashed by ``scenarios build``."""
+    build = (f"`containmentbench scenarios build --from {directory} --out NEW_FOLDER` "
+             f"checks and re-hashes the edited records")
+    name = str(manifest.get("suite", ""))
+    committed = repo_root() / "scenarios" / name
+    if name and Path(directory).resolve() == committed.resolve():
+        return f"`containmentbench scenarios freeze --suite {name}` regenerates it; {build}"
+    return build
 
 
 def load_scenarios(suite: str | Path, stage: str | None, ids: Sequence[str]) -> list[Scenario]:

@@ -80,8 +80,10 @@ class ReadingResult:
 
 def template_of(s: Scenario) -> str | None:
     """The task template a scenario's oracle comes from (``tasks.py``, ``generator.py``);
-    None for the labelled audit suite; a template without variants is refused."""
-    if "taintbench" in s.meta:
+    None for the labelled audit suite and for a user's own records (``meta.builder``: their
+    oracle is the user's, checked by the builder's positive control); a generator template
+    without variants is refused."""
+    if "taintbench" in s.meta or "builder" in s.meta:
         return None
     tools = tuple(r["tool"] for r in s.oracle["required"])
     name = {("send_email",): "email_send", ("post_status_note",): "status_note",

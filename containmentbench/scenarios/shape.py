@@ -9,7 +9,8 @@ against :data:`RECORD` first and names the dotted field (``initial_state.emails[
 The spec language is ``integrity/shapes.py``. Unknown keys of a fixed object are refused (a
 misspelt ``prefil`` or an extra field would otherwise be hashed and silently ignored); a
 missing key is ``from_dict``'s business. ``meta`` holds the generator's description and the
-keys the TaintBench suite (``audit/suite.py``) and the adaptive replay suite
+keys the TaintBench suite (``audit/suite.py``), the user-suite builder (``builder``:
+``user_records.py``) and the adaptive replay suite
 (``attacks/derive.py``) add.
 """
 
@@ -52,7 +53,7 @@ RECORD: dict[str, Any] = {
     },
     "ledger": List({"action": S, "predicate": PREDICATE, "target": S, "target_field": S}),
     "meta": {"facts": Map(S), "injection": Opt(S), "placement": S, "strategy": Opt(S),
-             "variant": I,
+             "variant": I, "builder": S,
              "taintbench": {"evidence": Opt(S), "family": S, "flow_class": Opt(S), "positive": B,
                             "sink_agent": S, "sink_args": Map(STR_OR_STRS), "sink_session": I,
                             "sink_tool": S, "source_id": S, "subfamily": S},

@@ -1,6 +1,6 @@
 rule scenarios:
     output:
-        S.path("scenarios", f"{S.suite}.check.json"),
+        S.path("scenarios", f"{S.suite_label}.check.json"),
     log:
         S.path("logs", "scenarios.log"),
     params:
