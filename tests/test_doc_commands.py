@@ -82,6 +82,9 @@ def test_there_are_runnable_blocks():
     files = {f for f, *_ in found}
     assert {"README.md", "docs/results.md"} <= files
     assert any("snakemake" in c and "study=smoke" in c for *_, c in found)
+    # the walk from a user's own records to a headline (docs/scenarios.md)
+    assert any(f == "docs/scenarios.md" and "scenarios build --from" in c and
+               "study.suite=" in c for f, *_, c in found)
 
 
 @pytest.mark.parametrize("block", blocks(), ids=lambda b: f"{b[0]}:{b[1]}")
