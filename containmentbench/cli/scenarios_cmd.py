@@ -102,10 +102,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from containmentbench.scenarios.builder import as_json, build, summary
+    from containmentbench.scenarios.manifest import repo_root
 
-    frozen = Path("scenarios").resolve()
     out = args.out.resolve()
-    if out == frozen or frozen in out.parents:
+    if any(out == f or f in out.parents
+           for f in (Path("scenarios").resolve(), (repo_root() / "scenarios").resolve())):
         raise BenchError("is inside the committed suites' folder; only `containmentbench "
                          "scenarios freeze` writes there: choose another folder",
                          file=str(args.out), field="out")

@@ -80,9 +80,11 @@ def read_records(src: Path, suite: str) -> Built:
             if not isinstance(rec, dict):
                 raise ValidationError("a record must be a JSON object", field="record")
             if "schema_version" in rec:  # a full record (an edited suite's line)
-                full, origin = rec, {p: [f"plans.{p}[{i}]" for i in range(len(steps))]
-                                     for p, steps in (rec.get("plans") or {}).items()
-                                     if isinstance(steps, list)}
+                # it joins this suite: later steps find a scenario by its record's suite
+                full = {**rec, "suite": suite}
+                origin = {p: [f"plans.{p}[{i}]" for i in range(len(steps))]
+                          for p, steps in (rec.get("plans") or {}).items()
+                          if isinstance(steps, list)}
             else:
                 full, origin = expand(rec, suite)
             sc = Scenario.from_dict(full)
@@ -144,12 +146,17 @@ def build(src: Path, out: Path, suite: str | None = None, force: bool = False
         MANIFEST,
         check_suite_out,
         render_suite,
+        repo_root,
         verify_suite,
         write_suite_files,
     )
     from containmentbench.scenarios.user_records import BUILDER_VERSION
 
     name = suite or Path(out).resolve().name
+    if (repo_root() / "scenarios" / name).is_dir():
+        # later steps find a suite by the name its records carry: never a committed one's
+        raise BenchError(f"'{name}' is the name of a committed suite; give the build another "
+                         f"name (--name, or another --out folder name)", field="name")
     check_suite_out(out, name, force)  # before any work: a folder we may not replace
     b = read_records(Path(src), name)
     run_checks(b)

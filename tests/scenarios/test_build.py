@@ -59,7 +59,7 @@ def test_example_builds_and_manifest_hashes_every_record(tmp_path, capsys):
     assert "seed" not in m and m["total"] == 3
     assert {k: v["count"] for k, v in m["stages"].items()} == \
         {"security": 1, "active_tainted": 1, "clean": 1}
-    for stage, info in m["stages"].items():
+    for info in m["stages"].values():
         data = (out / info["file"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == info["sha256"]
         for rec in _lines(out / info["file"]):
@@ -235,8 +235,8 @@ def test_edited_copy_names_the_verb_and_rebuilds(tmp_path, capsys):
     with pytest.raises(BenchError) as e:
         load_scenarios(out, "clean", ["my-cln-1"])
     assert f"containmentbench scenarios build --from {out}" in e.value.render()
-    new = tmp_path / "s2"
-    assert run_cli("scenarios", "build", "--from", out, "--out", new) == 0
+    new = tmp_path / "s2"  # the same suite name: only the edited record's hash moves
+    assert run_cli("scenarios", "build", "--from", out, "--out", new, "--name", "s") == 0
     after = json.loads((new / "MANIFEST.json").read_text())["scenarios"]
     assert after["my-cln-1"] != before["my-cln-1"]
     assert after["my-sec-1"] == before["my-sec-1"]
@@ -256,10 +256,15 @@ def test_an_edited_committed_suite_copy_rebuilds(tmp_path, capsys):
     p.write_text("\n".join(lines) + "\n")
     assert run_cli("scenarios", "check", "--suite", cp) == 1
     assert "scenarios build --from" in capsys.readouterr().err
+    assert run_cli("scenarios", "build", "--from", cp, "--out", tmp_path / "smoke") == 2
+    assert "committed suite" in capsys.readouterr().err  # its name would shadow smoke's
+    assert not (tmp_path / "smoke").exists()
     out = tmp_path / "smoke_edited"
     assert run_cli("scenarios", "build", "--from", cp, "--out", out) == 0
     assert verify_suite(out) == []
     assert json.loads((out / "MANIFEST.json").read_text())["total"] == 16
+    # the records join the new suite: later steps look them up by that name
+    assert {r["suite"] for r in _lines(out / "clean.jsonl")} == {"smoke_edited"}
 
 
 def test_shard_key_follows_the_rebuilt_suite(tmp_path):
