@@ -228,16 +228,14 @@ def _registered(name: str) -> Path | None:
 
 def suite_dir(suite: str | Path) -> Path:
     """Resolve a suite name or folder: an existing folder (remembered in
-    ``$CONTAINMENTBENCH_SUITES``, so its name resolves later and in child processes), a
-    folder remembered so, ``./scenarios/<suite>``, or the committed suite beside the package
-    (``$CONTAINMENTBENCH_SCENARIOS`` overrides)."""
+    ``$CONTAINMENTBENCH_SUITES``, so its name resolves later and in child processes),
+    ``./scenarios/<suite>``, the committed suite beside the package
+    (``$CONTAINMENTBENCH_SCENARIOS`` overrides), or last a remembered folder of that name (so
+    a copy never shadows a committed suite)."""
     p = Path(suite)
     if p.is_dir() and (p / MANIFEST).exists():
         _register(p)
         return p
-    found = _registered(str(suite))
-    if found is not None:
-        return found
     roots = [Path(os.environ["CONTAINMENTBENCH_SCENARIOS"])] \
         if os.environ.get("CONTAINMENTBENCH_SCENARIOS") else []
     roots += [Path.cwd() / "scenarios", repo_root() / "scenarios"]
@@ -245,6 +243,10 @@ def suite_dir(suite: str | Path) -> Path:
         cand = root / str(suite)
         if (cand / MANIFEST).exists():
             return cand
+    # last: a remembered folder never shadows a committed suite of the same name
+    found = _registered(str(suite))
+    if found is not None:
+        return found
     raise BenchError(f"scenario suite '{suite}' not found (looked in "
                      f"{', '.join(str(r) for r in roots)}; a suite elsewhere is named by "
                      f"its folder: study.suite=DIR, or ${SUITES_ENV}=DIR)", field="suite")
