@@ -22,6 +22,7 @@ temporary folder renamed into place), with a ``MANIFEST.json`` like the committe
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,21 @@ def _inputs(src: Path) -> list[tuple[Path, int, Any]]:
     return out
 
 
+def _minimal_field(fld: str | None, origin: dict[str, list[str]]) -> str | None:
+    """A full record's field in the minimal record's terms: ``plans.benign[1].args`` ->
+    ``reference_plan[1].args``, ``initial_state.emails[0].to`` -> ``world.emails[0].to``."""
+    if not fld:
+        return fld
+    m = re.match(r"plans\.(\w+)\[(\d+)\](.*)", fld)
+    if m and int(m.group(2)) < len(origin.get(m.group(1), [])):
+        at = origin[m.group(1)][int(m.group(2))]
+        return "injection.args" if at == "injection" and m.group(3).startswith(".args") \
+            else at + m.group(3)
+    if fld.startswith("initial_state."):
+        return "world." + fld[len("initial_state."):]
+    return fld
+
+
 def read_records(src: Path, suite: str) -> Built:
     """Validate and expand every record (no check replayed yet)."""
     from containmentbench.scenarios.user_records import expand
@@ -87,7 +103,12 @@ def read_records(src: Path, suite: str) -> Built:
                           if isinstance(steps, list)}
             else:
                 full, origin = expand(rec, suite)
-            sc = Scenario.from_dict(full)
+            try:
+                sc = Scenario.from_dict(full)
+            except ValidationError as exc:
+                if "schema_version" not in rec:  # name the field the user wrote
+                    exc.field = _minimal_field(exc.field, origin)
+                raise
         except ValidationError as exc:
             raise ValidationError(f"record '{label}': {exc.detail}", file=str(path),
                                   line=line, field=exc.field) from None

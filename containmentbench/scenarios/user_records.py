@@ -130,10 +130,15 @@ def _world(r: dict[str, Any], sid: str) -> tuple[dict[str, Any], list[dict[str, 
     untrusted: list[dict[str, Any]] = []
     n = 0
     for kind in ("emails", "documents", "crm", "memory", "agent_messages"):
-        carrier, _, text_field, _, _ = KINDS[kind]
+        carrier, id_field, text_field, _, _ = KINDS[kind]
         items = []
+        seen: set[str] = set()
         for i, item in enumerate(w.get(kind) or []):
             where = f"world.{kind}[{i}]"
+            if item[id_field] in seen:  # a tool reads one item per id
+                raise ValidationError(f"duplicate {id_field} '{item[id_field]}'",
+                                      field=f"{where}.{id_field}")
+            seen.add(item[id_field])
             trust = _choice(item.get("trust", "trusted"), ("trusted", "untrusted"),
                             f"{where}.trust")
             origin = item.get("origin") or ("external" if trust == "untrusted" else "internal")
