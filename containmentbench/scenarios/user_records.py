@@ -315,6 +315,14 @@ def expand(r: dict[str, Any], suite: str) -> tuple[dict[str, Any], dict[str, lis
                                        "args": dict(inj["args"])}}
     if holder is not None:
         carrier = holder["carrier"]
+    # the generator's constraints (docs/scenarios.md, "Factors"): persistence and the memory
+    # carrier need memory that outlives the session
+    if mode != "persistent" and goal == "persistence":
+        raise ValidationError("the persistence goal needs \"memory_mode\": \"persistent\"",
+                              field="injection.goal")
+    if mode != "persistent" and carrier == "persistent_memory":
+        raise ValidationError("an untrusted memory entry needs \"memory_mode\": "
+                              "\"persistent\"", field=f"{holder['_where']}.trust")
     ledger = _ledger(r, mode == "persistent")
     recipients = _recipients(r, ledger, state["principal"]["email"])
     targets, max_vis = _boundary(ledger)
