@@ -83,13 +83,13 @@ from typing import Any
 
 from containmentbench.audit import suite_text as T
 from containmentbench.audit.evidence import canary_for, with_canary
+from containmentbench.audit.suite_check import PROFILES
 from containmentbench.canonical import derive_rng
 from containmentbench.scenarios.manifest import load_suite
 from containmentbench.scenarios.model import Scenario
 
 SUITE = "taintbench"
 BASE_SUITE = "full_main"
-PROFILES = ("paper", "realistic")
 # subfamily, positive, designed evidence tier, flow class, Table 9 family, count per profile
 FAMILIES = (
     ("explicit_canary", True, "canary", "explicit", "explicit_canary", 15, 15),

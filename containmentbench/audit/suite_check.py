@@ -35,6 +35,7 @@ from containmentbench.canonical import canonical_json, sha256_json
 from containmentbench.errors import BenchError
 
 LABELS = "LABELS.json"
+PROFILES = ("paper", "realistic")  # the suite's profiles, in report order (suite.py)
 CONTROL_PROFILE = "always_follow"
 # numbers and dates a negative's sink carries: each must come from the trusted side
 _NUMBER = re.compile(r"\d[\d,.\-]*\d|\d")
@@ -141,8 +142,6 @@ def labels_of(records: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
 
 def profiles_of(labels: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each profile's scenario ids and their sha256."""
-    from containmentbench.audit.suite import PROFILES
-
     out = {}
     for p in PROFILES:
         ids = sorted(k for k, tb in labels.items() if p in tb["profiles"])

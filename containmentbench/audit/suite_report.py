@@ -80,7 +80,7 @@ def _frame(rows: Sequence[dict[str, Any]], floats: Sequence[str] = _COLS) -> pl.
 
 def profiles_of(labels: dict[str, dict[str, Any]]) -> list[str | None]:
     """The suite's profiles in order (a label file without profiles: one, None)."""
-    from containmentbench.audit.suite import PROFILES
+    from containmentbench.audit.suite_check import PROFILES
 
     seen = {p for tb in labels.values() for p in tb.get("profiles", ())}
     return [p for p in PROFILES if p in seen] or [None]
