@@ -161,7 +161,7 @@ def unit_cost_rows(units: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     calls and replays it made (paper 001 §5.5 reports a mean per execution unit only; the
     median and p90 are ours). A rollout's time: its graph and Tiers 1-2, its probes and
     judge calls, and its share of the batched embedding pass (by pairs); a sink's: its
-    rollout's time over the rollout's sinks."""
+    rollout's time over the rollout's sinks (one value per sink)."""
     import numpy as np
 
     def stats(xs: Sequence[float]) -> dict[str, float | None]:
@@ -172,7 +172,7 @@ def unit_cost_rows(units: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "mean": float(a.mean())}
 
     per_sink = [(u["ms"] / u["sinks"], u["judge_calls"] / u["sinks"],
-                 u["replays"] / u["sinks"]) for u in units if u["sinks"]]
+                 u["replays"] / u["sinks"]) for u in units for _ in range(u["sinks"])]
     out = []
     for unit, xs in (("rollout", [(u["ms"], u["judge_calls"], u["replays"]) for u in units]),
                      ("sink", per_sink)):

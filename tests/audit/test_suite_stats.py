@@ -118,6 +118,8 @@ def test_unit_cost_median_and_p90() -> None:
     # per rollout: median of 10, 20, 30, 40 = 25; p90 at position 2.7: 30 + 0.7 * 10 = 37
     assert (ro["n"], ro["ms_median"], ro["ms_p90"], ro["ms_mean"]) == (4, 25.0, 37.0, 25.0)
     assert ro["judge_calls"] == 6 and ro["judge_calls_median"] == 1.0
-    # per sink: a rollout's time over its sinks (10/1, 20/2, 40/4), rollouts without sinks out
-    assert (si["n"], si["ms_median"], si["ms_p90"]) == (3, 10.0, 10.0)
-    assert si["judge_calls_p90"] == 1.0  # 0, 1, 1 per sink -> p90 = 1
+    # per sink, one value each: its rollout's time over its sinks (10/1 once, 20/2 twice,
+    # 40/4 four times); a rollout without sinks adds none
+    assert (si["n"], si["ms_median"], si["ms_p90"]) == (7, 10.0, 10.0)
+    assert si["judge_calls_median"] == 1.0  # 0 once, 1 six times
+    assert si["replays_median"] == 1.0
