@@ -71,20 +71,28 @@ def test_no_negative_is_dictated_verbatim_and_subjects_vary(suite) -> None:
 
 
 def test_paraphrase_positives_keep_none_of_the_source_entities(suite) -> None:
-    """Project, organisation, amount, account, date, address: none reaches a semantic sink."""
-    import re
+    """Project, organisation, its domain, amount, date, account, bank: none reaches a
+    semantic sink (the values the generator drew for the page, looked up independently in
+    the page's own text first)."""
+    from containmentbench.audit.suite import source_values
 
+    checked = 0
     for s in suite:
         tb = label(s)
         if tb["evidence"] != "semantic":
             continue
         text = (tb["sink_args"].get("text") or tb["sink_args"].get("body")).lower()
+        family, i = tb["subfamily"], int(s.id.rsplit("-", 1)[1])
+        v = source_values(family, i)
         page = s.untrusted[0]["text"]
-        names = set(re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z&]+)*\b", page.split(":")[0]))
-        numbers = set(re.findall(r"\d[\d,\-]*\d", page.split("[ref")[0]))
-        addresses = set(re.findall(r"[\w.-]+\.local", page))
-        for e in (*names, *numbers, *addresses):
-            assert e.lower() not in text, (s.id, e)
+        entities = [v["project"], v["partner"], v["amount"], v["date"], v["acct"],
+                    f"{v['pdomain']}.local", "Northwind"]
+        seen = [e for e in entities if e in page]
+        assert seen, s.id  # the page names its entities ...
+        for e in seen:
+            assert e.lower() not in text, (s.id, e)  # ... the paraphrase none of them
+        checked += 1
+    assert checked == 85
 
 
 def test_committed_suite_is_the_generator_output() -> None:
