@@ -54,7 +54,12 @@ from containmentbench.audit.study_io import (
     sink_record,
     trace_shards,
 )
-from containmentbench.audit.tables import gap_rows, gap_table, overhead_table
+from containmentbench.audit.tables import (
+    gap_rows,
+    gap_table,
+    overhead_table,
+    unit_cost_table,
+)
 from containmentbench.errors import BenchError
 from containmentbench.integrity import writer
 from containmentbench.trace.io import by_rollout, read_table
@@ -217,9 +222,12 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     per: list[tuple[dict[str, Any], list[dict] | None, list[SinkAudit], dict, Any]] = []
     # the registry and graph are persisted at each session boundary through their JSON form
     # in memory (dcpg.build): a scratch file per boundary cost more than the whole graph
+    unit_ms: dict[str, dict[str, float]] = {}  # per rollout: wall time of each part
     for d in dirs:
         for row, evs in shard_rollouts(d, everything=judge is not None):
+            u0 = time.perf_counter()
             g, sinks = collect(row, evs, policy, None, clock)
+            unit_ms[row["rollout_id"]] = {"graph": 1000 * (time.perf_counter() - u0)}
             per.append((row, evs if judge is not None and sinks else None, sinks,
                         g.to_json(), original_calls(evs, policy.sinks)))
     rows = [r for r, *_ in per]
@@ -237,7 +245,9 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     clock["tier34"] = t2 - t1 - load_s
     replays = {}
     canary_hits = 0
+    judge_calls_of: dict[str, int] = {}
     for row, evs, sinks, graph, orig in per:
+        u0, j0 = time.perf_counter(), judge.calls if judge is not None else 0
         rep = replayer_for(row) if replayer_for and sinks else None
         if canary and rep is not None:  # Tier 1 live: the instrumented replay (canary.py)
             canary_hits += _canary(rep, sinks, orig, sorted(graph["sources"]))
@@ -245,6 +255,8 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
         if judge is not None and sinks:
             judge_sinks(sinks, judge, evs or [], th)
         replays[row["rollout_id"]] = rep.replays if rep else 0
+        unit_ms[row["rollout_id"]]["causal"] = 1000 * (time.perf_counter() - u0)
+        judge_calls_of[row["rollout_id"]] = (judge.calls if judge is not None else 0) - j0
     t3 = time.perf_counter()
     clock["causal"] = t3 - t2
     sink_rows = []
@@ -276,6 +288,16 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
             "judge_tokens": judge_tokens, "everything": everything, "model_load_s": load_s,
             **{f"{k}_ms_per_unit": 1000 * v / units for k, v in clock.items()}}
     written += overhead_table(cost, out_dir / "tables", simulated, origin)
+    # the embedding pass is batched over every pair: its time is shared out by pairs
+    npairs = sum(len(s.pairs) for s in all_sinks) or 1
+    units_rows = [{"rollout_id": r["rollout_id"], "sinks": len(ss),
+                   "ms": unit_ms[r["rollout_id"]]["graph"]
+                   + unit_ms[r["rollout_id"]].get("causal", 0.0)
+                   + 1000 * clock["tier34"] * sum(len(s.pairs) for s in ss) / npairs,
+                   "judge_calls": judge_calls_of.get(r["rollout_id"], 0),
+                   "replays": int(replays.get(r["rollout_id"], 0))}
+                  for r, _, ss, _, _ in per]
+    written += unit_cost_table(units_rows, out_dir / "tables", simulated, origin)
     if suite is not None:
         from containmentbench.audit.suite_report import score_study
 
@@ -297,7 +319,8 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "embedding": {"package": MODEL_PACKAGE, "version": package_version(),
                              "model": "all-MiniLM-L6-v2"},
                # wall-clock files: frozen, but never compared by reproduce
-               "wall_clock": [f"tables/audit_overhead.{x}" for x in WALL_CLOCK_SUFFIXES]
+               "wall_clock": [f"tables/audit_{t}.{x}" for t in ("overhead", "unit_cost")
+                              for x in WALL_CLOCK_SUFFIXES]
                + ([f"tables/taintbench_paper.{x}" for x in WALL_CLOCK_SUFFIXES]
                   if suite is not None else []),
                "simulated_agent": simulated}

@@ -154,3 +154,51 @@ def overhead_table(cost: Mapping[str, Any], out_dir: Path, simulated: bool,
     frame = pl.DataFrame(rows, schema_overrides={"ms_per_unit": pl.Float64,
                                                  "work_per_unit": pl.Float64})
     return write(Table("audit_overhead", cap, frame), out_dir, origin=origin)
+
+
+def unit_cost_rows(units: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Median, p90 and mean wall time of the audit per rollout and per sink, with the judge
+    calls and replays it made (paper 001 §5.5 reports a mean per execution unit only; the
+    median and p90 are ours). A rollout's time: its graph and Tiers 1-2, its probes and
+    judge calls, and its share of the batched embedding pass (by pairs); a sink's: its
+    rollout's time over the rollout's sinks (one value per sink)."""
+    import numpy as np
+
+    def stats(xs: Sequence[float]) -> dict[str, float | None]:
+        if not xs:
+            return {"median": None, "p90": None, "mean": None}
+        a = np.asarray(xs, dtype=float)
+        return {"median": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+                "mean": float(a.mean())}
+
+    per_sink = [(u["ms"] / u["sinks"], u["judge_calls"] / u["sinks"],
+                 u["replays"] / u["sinks"]) for u in units for _ in range(u["sinks"])]
+    out = []
+    for unit, xs in (("rollout", [(u["ms"], u["judge_calls"], u["replays"]) for u in units]),
+                     ("sink", per_sink)):
+        ms, jc, rp = (stats([x[i] for x in xs]) for i in range(3))
+        out.append({"unit": unit, "n": len(xs),
+                    **{f"ms_{k}": None if v is None else round(v, 3) for k, v in ms.items()},
+                    "judge_calls": int(sum(u["judge_calls"] for u in units)),
+                    **{f"judge_calls_{k}": v for k, v in jc.items() if k != "mean"},
+                    **{f"replays_{k}": v for k, v in rp.items() if k != "mean"}})
+    return out
+
+
+def unit_cost_table(units: Sequence[Mapping[str, Any]], out_dir: Path, simulated: bool,
+                    origin: Mapping[str, object] | None = None) -> list[Path]:
+    """:func:`unit_cost_rows` as a table. Wall-clock: frozen, never compared by
+    ``reproduce``."""
+    if not units:
+        return []
+    rows = unit_cost_rows(units)
+    cap = ("Audit cost per unit: median, p90 and mean wall time (ms) per rollout and per "
+           "sink, judge calls (total, and median and p90 per unit) and counterfactual "
+           "replays per unit (paper 001 §5.5: 0.25 s per execution unit on average, 457 "
+           "judge tokens per query; the paper is silent on the median and p90). The "
+           "batched embedding pass is shared out by pairs; a sink carries its rollout's "
+           "time over its sinks. Wall-clock times of this machine."
+           + (SIM_NOTE if simulated else ""))
+    floats = [k for k in rows[0] if k not in ("unit", "n", "judge_calls")]
+    frame = pl.DataFrame(rows, schema_overrides={k: pl.Float64 for k in floats})
+    return write(Table("audit_unit_cost", cap, frame), out_dir, origin=origin)

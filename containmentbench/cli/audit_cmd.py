@@ -129,9 +129,9 @@ def cmd_suite_build(args: argparse.Namespace) -> int:
 
     if not args.check:
         check_suite_out(args.out, SUITE, args.force)  # before any work
-        files = build()  # every label's positive or negative control replayed first
+        files = build()  # every label's derivation and realisation checked first
     else:
-        files = build(controls=False)  # the committed bytes held their controls when built
+        files = build(controls=False)  # the committed bytes held their checks when built
         bad = [n for n, data in files.items()
                if not (args.out / n).is_file() or (args.out / n).read_bytes() != data]
         if bad:
@@ -141,7 +141,7 @@ def cmd_suite_build(args: argparse.Namespace) -> int:
         return 0
     what = write_suite_files(args.out, SUITE, files, args.force)
     print(f"{args.out}: {what}: {len(files) - 2} stage files, the manifest and the labels "
-          "(every label's control held)", file=sys.stderr)
+          "(every label's derivation and realisation held)", file=sys.stderr)
     return 0
 
 

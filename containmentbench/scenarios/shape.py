@@ -55,7 +55,7 @@ RECORD: dict[str, Any] = {
     "meta": {"facts": Map(S), "injection": Opt(S), "placement": S, "strategy": Opt(S),
              "variant": I, "builder": S,
              "taintbench": {"evidence": Opt(S), "family": S, "flow_class": Opt(S), "positive": B,
-                            "sink_agent": S, "sink_args": Map(STR_OR_STRS), "sink_session": I,
+                            "profiles": STRS, "trusted_fact": S, "sink_agent": S, "sink_args": Map(STR_OR_STRS), "sink_session": I,
                             "sink_tool": S, "source_id": S, "subfamily": S},
              "base_scenario": S, "base_scenario_hash": S, "adaptive_mode": S,
              "candidate": {"sha256": S, "strategy": S, "target_preserving": B}},

@@ -20,7 +20,7 @@ from containmentbench.metrics.glossary import TERMS
 
 #: tables kept out of results.parquet: wall clock by design (the defenses' hook time, the
 #: audit's time per unit), and results itself
-APART = ("results", "defense_overhead", "audit/audit_overhead")
+APART = ("results", "defense_overhead", "audit/audit_overhead", "audit/audit_unit_cost")
 
 
 def _table(run_dir, name):

@@ -75,7 +75,8 @@ def test_multi_shard_job_matches_per_shard_path(tmp_path):
 # wall-clock measurements, different in every run by design: the rollout timings, the
 # audit's cost table (paper 001's overhead per unit of work), the defenses' hook time and
 # the report pages showing them
-MEASURED = ("timings.parquet", "audit_overhead.", "defense_overhead", "report/index.html")
+MEASURED = ("timings.parquet", "audit_overhead.", "audit_unit_cost.", "defense_overhead",
+            "report/index.html")
 COMPARED = ("traces", "metrics", "reparse", "analysis", "tables", "figures", "audit", "report")
 
 
