@@ -313,3 +313,18 @@ def check_alike(runs: list[tuple[str, dict[str, Any]]], differ_in: list[str], sa
                          f"; compare them only if that is the point: {say.format(keys)}",
                          field=field)
     return sorted(set(declared))
+
+
+def describe(data: dict[str, Any]) -> str:
+    """One phrase for ``config check``: what serves the model, and under which name."""
+    rec = record(data)
+    parts = [f"engine {rec['engine'] or 'not told (declare backend.serving.engine)'}"
+             + (f" {rec['engine_version']}" if rec["engine_version"] else "")]
+    for key, label in (("tool_parser", "tool parser"), ("quantization", "quantization")):
+        if rec[key]:
+            parts.append(f"{label} {rec[key]}")
+    if rec["chat_template_sha256"]:
+        parts.append(f"template {rec['chat_template_sha256'][:12]}")
+    if data["backend"]["name"] == "openai":
+        parts.append(f"served as '{data['model'].get('path')}'")
+    return "serving: " + ", ".join(parts)

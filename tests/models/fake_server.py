@@ -20,9 +20,10 @@ from typing import Any
 class FakeServer:
     def __init__(self, models: list[str], kind: str = "plain", version: str = "0.6.1",
                  template: str = "{{ messages }}", quantization: str = "Q4_K_M",
-                 root: str | None = None) -> None:
+                 root: str | None = None, port: int = 0) -> None:
         self.models, self.kind, self.version = models, kind, version
         self.template, self.quantization, self.root = template, quantization, root
+        self.port = port  # 0: any free port
         self.paths: list[str] = []  # every path asked, in order
         self.chat_models: list[str] = []  # the "model" of every chat request
 
@@ -84,7 +85,7 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
