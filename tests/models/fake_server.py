@@ -76,10 +76,10 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(raw)
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 self._reply("GET")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._reply("POST")
 
             def log_message(self, *args: object) -> None:

@@ -142,10 +142,10 @@ def test_declared_where_the_server_does_not_tell_and_refused_where_it_contradict
                                  "backend.serving.tool_parser=chatml-function-calling"]))
     assert rec["engine"] == "llama-cpp-python" and rec["engine_version"] == "0.3.16"
     assert rec["tool_parser"] == "chatml-function-calling"
-    with FakeServer(["m"], kind="vllm", version="0.6.1") as s:
-        with pytest.raises(BenchError, match="engine says '0.6.1'") as e:
-            load_study([*SMALL, "backend=openai", f"base_url={s.base_url}", "model=m",
-                        "backend.serving.engine_version=0.7.0"])
+    with FakeServer(["m"], kind="vllm", version="0.6.1") as s, \
+            pytest.raises(BenchError, match=r"engine says '0\.6\.1'") as e:
+        load_study([*SMALL, "backend=openai", f"base_url={s.base_url}", "model=m",
+                    "backend.serving.engine_version=0.7.0"])
     assert e.value.field == "backend.serving.engine_version"
 
 
@@ -184,3 +184,17 @@ def test_another_engine_version_makes_the_shard_stale_and_status_says_which(tmp_
     assert list(why) == ["serving engine_version (0.6.1 -> 0.7.0)"]
     shard_json = json.loads((run_dir(old) / "traces" / sh.id / "SHARD.json").read_text())
     assert shard_json["serving"]["engine_version"] == "0.6.1"
+
+
+def test_a_job_refuses_an_engine_other_than_the_recorded_one(tmp_path):
+    with FakeServer(["m"], kind="vllm", version="0.6.1") as s:
+        data = load_study([*SMALL, f"results_dir={tmp_path}", "backend=openai", "model=m",
+                           f"base_url={s.base_url}", "backend.options.seed_supported=false"])
+        port = s.port
+    # the server is swapped for another vLLM on the same port between composition and run
+    with FakeServer(["m"], kind="vllm", version="0.7.0", port=port) as s:
+        with pytest.raises(BenchError, match=r"composed with engine_version '0\.6\.1'") as e:
+            run_job(data, jobs(data)[0], quiet=True)
+        assert not s.chat_models  # refused before any model call
+    assert e.value.field == "backend.serving.engine_version"
+    assert not any((run_dir(data) / "traces").rglob("SHARD.json"))
