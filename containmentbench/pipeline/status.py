@@ -74,8 +74,10 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool | str = False)
 
 def stale_reasons(data: dict[str, Any], shard_ids: list[str]) -> dict[str, list[str]]:
     """Why stale shards are stale, when their ``SHARD.json`` says: ``defense X's code``,
-    ``defense X's configuration`` (or ``other settings``: model, backend, runtime, suite)
-    -> shard ids. A defense under development shows up here by name after an edit."""
+    ``defense X's configuration``, ``serving KEY (old -> new)`` (the serving record,
+    models/serving.py: another engine, version, parser, template, quantization, decoding or
+    tool mode), or ``other settings`` (model, backend, runtime, suite) -> shard ids. A
+    defense under development shows up here by name after an edit."""
     from containmentbench.canonical import sha256_json
     from containmentbench.defense.identity import defense_identity
     from containmentbench.integrity.inputs import load_json
