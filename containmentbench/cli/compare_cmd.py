@@ -1,5 +1,5 @@
-"""``containmentbench compare RUN_DIR | study=NAME [key=value ...] a=X b=Y metric=M
-[stage=S] [--json]``: any paired comparison of two defenses on demand (paper 000 eq. 12, §6.5),
+"""``containmentbench compare RUN_DIR... | study=NAME [key=value ...] a=X b=Y metric=M
+[stage=S] [--json] [--differ-in KEY]``: any paired comparison of two defenses on demand (paper 000 eq. 12, §6.5),
 not only the ones the study configured for Tables 12 and 25.
 
 ``a``, ``b``, ``metric`` and ``stage`` are the comparison; every other ``key=value`` token is a
@@ -7,7 +7,9 @@ study override, as for every other verb. The intervals are resampled with the ru
 analysis settings (``analysis/on_demand.py``), so a configured pair prints its table row's
 numbers. The output names the estimate b - a ``estimate``, its scenario-cluster interval
 ``ci_low``/``ci_high``, the pair interval ``pair_ci_low``/``pair_ci_high``, the pairs ``n`` and
-their clusters ``n_clusters``; the simulated agent's numbers say so.
+their clusters ``n_clusters``; the simulated agent's numbers say so. Several runs (run
+directories, or the models of a study) are shown side by side only when they were served
+alike (models/serving.py), or ``--differ-in`` names the keys in which they differ.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import json
 import sys
 
-from containmentbench.cli import study_args
+from containmentbench.cli import serving_args, study_args
 from containmentbench.errors import BenchError
 
 #: the tokens that say the comparison (the rest are the study's overrides)
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stage= security, memory_recovery, active_tainted, clean or all "
                         "(default all: every stage where the metric is defined)")
     p.add_argument("--json", action="store_true", help="print the record(s) as JSON")
+    serving_args.add(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -68,7 +71,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     spec, rest = split(args.target)
     recs = []
-    for d in study_args.run_dirs(rest, "compare"):
+    from pathlib import Path
+
+    if len(rest) > 1 and all("=" not in t and Path(t).is_dir() for t in rest):
+        dirs = [Path(t) for t in rest]  # several run directories side by side
+    else:
+        dirs = study_args.run_dirs(rest, "compare")
+    # the runs of several models side by side: only when served alike, or told the point
+    serving_args.check_runs(dirs, serving_args.keys(args.differ_in))
+    for d in dirs:
         recs.append(results.compare(d, spec["a"], spec["b"], spec["metric"],
                                     spec.get("stage") or "all"))
     if args.json:

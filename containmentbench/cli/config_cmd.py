@@ -24,6 +24,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     from containmentbench.cli.study_args import overrides
     from containmentbench.config.compose import config_hash
+    from containmentbench.models.serving import describe
     from containmentbench.pipeline.plan import jobs, model_label, shards
     from containmentbench.pipeline.runs import load_runs
 
@@ -40,5 +41,5 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(f"config ok: study {data['study']['name']}, model {model_label(data)}, "
               f"{len(sh)} shards in {len(jobs(data, sh))} rollout jobs "
               f"(cluster.rollout_group={data['cluster']['rollout_group']}), "
-              f"sha256 {config_hash(data)}")
+              f"sha256 {config_hash(data)}; {describe(data)}")
     return 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from containmentbench.cli import argtypes as T
+from containmentbench.cli import serving_args
 from containmentbench.errors import BenchError, VerifyError
 
 
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override bootstrap resamples")
     p.add_argument("--force", action="store_true",
                    help="redo a frozen cross-model folder (old bytes kept under .replaced-N/)")
+    serving_args.add(p)
     p.set_defaults(func=cmd_cross_model)
 
 
@@ -56,11 +58,18 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
     for m in args.metrics:
         if not m.exists():
             raise BenchError("metrics table not found", file=str(m))
+    differ_in = serving_args.keys(args.differ_in)
     if args.config is not None:
         from containmentbench.config.compose import read_resolved
-        cfg = read_resolved(args.config)["analysis"]
+        resolved = read_resolved(args.config)
+        cfg = resolved["analysis"]
+        # the study's own declaration (study.differ_in), as its config check applied it
+        differ_in += [k for k in resolved["study"].get("differ_in") or [] if k not in differ_in]
     else:
         cfg = load_option("analysis", "default")
+    # models served differently (engine, version, parser, template, ...) only when told
+    declared = serving_args.check_runs([Path(m).resolve().parents[1] for m in args.metrics],
+                                       differ_in)
     if args.resamples is not None:
         cfg["resamples"] = args.resamples
     from containmentbench.analysis.cross_model import freeze_cross
@@ -73,6 +82,7 @@ def cmd_cross_model(args: argparse.Namespace) -> int:
         freeze_cross(args.out, args.metrics)
     label = " [simulated agent: harness validation, not a model result]" \
         if info["simulated_agent"] else ""
+    served = f"; served differently in {', '.join(declared)}, as declared" if declared else ""
     print(f"wrote {args.out}: {info['comparisons']} comparisons of {', '.join(info['models'])} "
-          f"over {len(info['defenses'])} defenses{label}", file=sys.stderr)
+          f"over {len(info['defenses'])} defenses{label}{served}", file=sys.stderr)
     return 0

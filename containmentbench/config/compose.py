@@ -68,8 +68,39 @@ def _hint(reason: str, key: str | None) -> str:
     return ""
 
 
+#: the schema node a model without a config/model/NAME.yaml is composed from
+UNLISTED_MODEL = "model_schema"
+
+
+def plain_overrides(overrides: Sequence[str], directory: Path) -> tuple[list[str], str | None]:
+    """Overrides as Hydra takes them, and the unlisted model they name (or None).
+
+    The short forms a user types: ``base_url=URL`` is ``backend.options.base_url=URL``; a
+    backend option needs no ``+`` (``backend.options.K=V`` adds or sets it; models/options.py
+    refuses an option the backend does not know); ``model=NAME`` without a
+    ``config/model/NAME.yaml`` is a model served by an OpenAI-compatible server, composed
+    from the model schema with ``model.name=NAME`` (its served name comes from the server or
+    ``model.path``: models/serving.py)."""
+    out: list[str] = []
+    unlisted = None
+    for tok in overrides:
+        key, eq, value = tok.partition("=")
+        if eq and key == "base_url":
+            out.append(f"++backend.options.base_url={value}")
+        elif eq and key.startswith("backend.options.") and len(key) > len("backend.options."):
+            out.append(f"++{tok}")
+        elif (eq and key == "model" and value and value != UNLISTED_MODEL
+              and re.fullmatch(r"[\w.:-]+", value)
+              and not (directory / "model" / f"{value}.yaml").is_file()):
+            unlisted = value
+            out += [f"model={UNLISTED_MODEL}", f"model.name={value}"]
+        else:
+            out.append(tok)
+    return out, unlisted
+
+
 def compose(overrides: Sequence[str] = (), directory: str | Path | None = None) -> Any:
-    """The composed (unresolved) DictConfig for ``overrides``."""
+    """The composed (unresolved) DictConfig for ``overrides`` (:func:`plain_overrides`)."""
     from hydra import compose as hcompose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -79,15 +110,22 @@ def compose(overrides: Sequence[str] = (), directory: str | Path | None = None) 
     register()
     GlobalHydra.instance().clear()
     d = Path(directory) if directory else config_dir()
+    plain, unlisted = plain_overrides(overrides, d)
     try:
         with initialize_config_dir(config_dir=str(d.resolve()), version_base=None):
-            return hcompose(config_name="config", overrides=list(overrides))
+            cfg = hcompose(config_name="config", overrides=plain)
     except BenchError:
         raise
     except Exception as exc:  # hydra/omegaconf composition and validation errors
         raise _hydra_error(exc) from None
     finally:
         GlobalHydra.instance().clear()
+    if unlisted is not None and cfg.backend.name != "openai":
+        raise BenchError(f"no model '{unlisted}' in config/model (containmentbench list models "
+                         f"names them); a model of your own is served by an OpenAI-compatible "
+                         f"server: backend=openai base_url=URL model={unlisted} "
+                         f"(docs/models.md)", field="model")
+    return cfg
 
 
 def _is_local_path(p: str) -> bool:
@@ -137,15 +175,19 @@ def validate(cfg: Any) -> dict[str, Any]:
     if backend["name"] not in BACKENDS:
         raise BenchError(f"unknown backend '{backend['name']}' (known: {', '.join(BACKENDS)})",
                          field="backend.name")
-    if backend["name"] in REAL_BACKENDS and model["name"] == "sim":
+    if backend["name"] in REAL_BACKENDS and is_sim_name(model["name"]):
         # a real backend asked to serve the simulated agent would send 'sim' to a model
         # server (or look for its weights) and label real rows with the sim's name
-        raise BenchError(f"backend {backend['name']} serves a real model, but model 'sim' is "
+        raise BenchError(f"backend {backend['name']} serves a real model, but model "
+                         f"'{model['name']}' is "
                          f"the simulated agent; say model=NAME (containmentbench list models), "
                          f"or use backend=sim", field="model.name")
     from containmentbench.models.base import TOOL_MODES
     from containmentbench.models.options import check_options
 
+    if backend["name"] != "openai" and "base_url" in (backend.get("options") or {}):
+        raise BenchError(f"base_url is where backend=openai finds its server, but the backend "
+                         f"is {backend['name']}; say backend=openai", field="backend.options.base_url")
     check_options(backend["name"], backend.get("options") or {})
     if backend.get("tool_mode", "prompt") not in TOOL_MODES:
         raise BenchError(f"unknown tool_mode '{backend['tool_mode']}' "
@@ -181,6 +223,9 @@ def validate(cfg: Any) -> dict[str, Any]:
             load_profile(model.get("sim_profile") or "default")
         except BenchError as exc:
             raise BenchError(exc.detail, file=exc.file, field="model.sim_profile") from None
+    from containmentbench.models.serving import check_keys
+
+    check_keys(list(study.get("differ_in") or []), "study.differ_in")
     if not 0.0 <= float(study.get("max_error_rate", 0.0)) <= 1.0:
         raise BenchError("must be in [0, 1]", field="study.max_error_rate")
     from containmentbench.pipeline.plan import rollout_group
@@ -191,7 +236,16 @@ def validate(cfg: Any) -> dict[str, Any]:
     a = data["analysis"]
     if not 0 < float(a["confidence"]) < 1:
         raise BenchError("must be in (0, 1)", field="analysis.confidence")
+    from containmentbench.models.serving import resolve
+
+    # last: the only check that may ask a server (the engine, its version, its template)
+    resolve(data)
     return data
+
+
+def is_sim_name(name: str) -> bool:
+    """The simulated agent's names (``sim``, ``sim_always_follow``, ``sim_...``)."""
+    return name == "sim" or name.startswith("sim_")
 
 
 def config_hash(data: dict[str, Any]) -> str:

@@ -42,7 +42,8 @@ ANALYSIS: dict[str, Any] = {
 # lists whose entries must be distinct (dotted key -> what an entry is)
 DISTINCT = {"study.seeds": "seed", "study.defenses": "defense", "study.stages": "stage",
             "study.scenarios": "scenario id", "study.adaptive.search_seeds": "seed",
-            "study.adaptive.qualification_seeds": "seed", "study.adapter.suites": "suite"}
+            "study.adaptive.qualification_seeds": "seed", "study.adapter.suites": "suite",
+            "study.differ_in": "serving key"}
 
 
 def check_analysis(section: Any, prefix: str = "analysis", file: str | None = None) -> None:

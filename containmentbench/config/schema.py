@@ -111,6 +111,10 @@ class StudyConfig:
     # share of a shard's rollouts that may end in a provider error other than a context
     # overflow before the shard fails (no SHA256SUMS; status: errored)
     max_error_rate: float = 0.0
+    # serving record keys (models/serving.py) in which the models of a multi-model study
+    # may differ: the point of the comparison (e.g. [engine_version]); any other difference
+    # is refused, here and by cross-model
+    differ_in: list[str] = field(default_factory=list)
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
 
@@ -125,12 +129,27 @@ class ModelConfig:
 
 
 @dataclass
+class ServingConfig:
+    """What serves the model, declared where the engine does not tell (models/serving.py).
+    Resolved at composition: asked from the server or the in-process engine, these
+    declarations filling the gaps; a declaration the engine contradicts is refused. With
+    ``decoding`` and ``tool_mode`` it is the serving record in every shard key."""
+
+    engine: str | None = None               # vllm | llama.cpp | ollama | transformers | ...
+    engine_version: str | None = None
+    tool_parser: str | None = None          # e.g. vLLM's --tool-call-parser hermes
+    chat_template_sha256: str | None = None
+    quantization: str | None = None         # e.g. Q4_K_M
+
+
+@dataclass
 class BackendSettings:
     name: str = MISSING                 # sim | vllm | openai | hf | scripted
     window: int = 512                   # episodes in flight (lockstep batch)
     # prompt | native | constrained (containmentbench.models.base); part of the shard key
     tool_mode: str = "prompt"
     options: dict[str, Any] = field(default_factory=dict)
+    serving: ServingConfig = field(default_factory=ServingConfig)
 
 
 @dataclass

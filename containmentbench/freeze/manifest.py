@@ -151,6 +151,11 @@ def freeze(study: str | Path, new_identity: bool = False, key: bool = False) -> 
 
         # a packaged model: its distributions, pinned sha256 and header (models/weights.py)
         facts["model_provenance"] = provenance((resolved.get("model") or {}).get("path"))
+        from containmentbench.models.serving import record
+
+        # what served the model: engine, version, tool parser, template, quantization,
+        # decoding sent, tool mode (models/serving.py; cross-model and compare check it)
+        facts["serving"] = record(resolved)
     manifest = {"schema": RUN_SCHEMA, "study": study.name, **facts,
                 "scenario_manifests": scenarios, "config": config,
                 "packages": _versions(), "git": _git(Path(__file__).resolve().parents[2]),

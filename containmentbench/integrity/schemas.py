@@ -85,7 +85,8 @@ SCHEMAS: dict[str, JsonSchema] = {
     # <shard>/SHARD.json (runtime/job.py): the shard key and the run it belongs to
     "shard_record": JsonSchema("a shard's SHARD.json", {
         "shard": S, "key": S, "run_key": S, "model": S, "study": S,
-        "model_provenance?": Map(ANY), "defense?": Map({"code": S, "config": S})}),
+        "model_provenance?": Map(ANY), "defense?": Map({"code": S, "config": S}),
+        "serving?": Map(ANY)}),
     # scenarios/<suite>/MANIFEST.json (scenarios/manifest.py)
     "scenario_manifest": JsonSchema("a suite's MANIFEST.json", {
         "suite?": S, "seed?": I, "generator_version?": S, "total?": I,

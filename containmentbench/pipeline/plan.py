@@ -180,8 +180,10 @@ def run_key(data: dict[str, Any]) -> str:
     """A hash of what every shard of one run shares (model, backend identity, runtime, study,
     suite, the sim profile's content): two shards with different run keys must never be
     pooled into one table."""
+    from containmentbench.models.serving import record
+
     return sha256_json({"model": data["model"], "backend": backend_identity(data["backend"]),
-                        "decoding": data["decoding"],
+                        "decoding": data["decoding"], "serving": record(data),
                         "runtime": data["runtime"], "study": data["study"]["name"],
                         "suite": data["study"]["suite"], **_parser_mode(data),
                         **_tools_offered(data), **_profile(data)})[:16]
@@ -189,10 +191,11 @@ def run_key(data: dict[str, Any]) -> str:
 
 def shard_key(data: dict[str, Any], shard: Shard) -> str:
     """A hash of everything that determines a shard's traces (so a change in model, backend,
-    tool mode, tools offered, decoding, defense configuration or code, runtime settings, the
+    serving engine or its version, tool parser, chat template, quantization, tool mode, tools offered, decoding, defense configuration or code, runtime settings, the
     bytes of its scenarios or the sim profile's content reruns the shard, and a change in,
     say, the analysis plan, a server's port or the concurrency does not)."""
     from containmentbench.defense.identity import defense_identity
+    from containmentbench.models.serving import record
     from containmentbench.pipeline.content import scenario_digest
 
     content = scenario_digest(data, shard.scenario_ids)
@@ -200,6 +203,9 @@ def shard_key(data: dict[str, Any], shard: Shard) -> str:
                         "model": data["model"],
                         "backend": backend_identity(data["backend"]),
                         "decoding": data["decoding"],
+                        # engine, version, parser, template, quantization, decoding sent,
+                        # tool mode (models/serving.py): another engine is another shard
+                        "serving": record(data),
                         # each layer's configuration and code (defense/identity.py)
                         "defense": defense_identity(shard.defense, data["defenses"]),
                         "runtime": data["runtime"], "study": data["study"]["name"],

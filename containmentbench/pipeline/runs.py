@@ -84,6 +84,13 @@ def load_runs(overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
                              field=f"study.models[{i}]")
         seen[slug] = i
         runs.append(data)
+    from containmentbench.models.serving import check_alike, record
+
+    # two models served differently (engine, version, parser, template, quantization,
+    # decoding, tool mode) are compared only where the study says that is the point
+    check_alike([(model_label(d), record(d)) for d in runs],
+                list(runs[0]["study"].get("differ_in") or []),
+                "study.differ_in=[{}]", "study.differ_in")
     return runs
 
 

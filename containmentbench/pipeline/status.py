@@ -23,6 +23,7 @@ next run moves them to ``retired/`` (``pipeline/preflight.py``).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,10 @@ def shard_status(data: dict[str, Any], s: Shard, job_logged: bool | str = False)
 
 def stale_reasons(data: dict[str, Any], shard_ids: list[str]) -> dict[str, list[str]]:
     """Why stale shards are stale, when their ``SHARD.json`` says: ``defense X's code``,
-    ``defense X's configuration`` (or ``other settings``: model, backend, runtime, suite)
-    -> shard ids. A defense under development shows up here by name after an edit."""
+    ``defense X's configuration``, ``serving KEY (old -> new)`` (the serving record,
+    models/serving.py: another engine, version, parser, template, quantization, decoding or
+    tool mode), or ``other settings`` (model, backend, runtime, suite) -> shard ids. A
+    defense under development shows up here by name after an edit."""
     from containmentbench.canonical import sha256_json
     from containmentbench.defense.identity import defense_identity
     from containmentbench.integrity.inputs import load_json
@@ -97,9 +100,22 @@ def stale_reasons(data: dict[str, Any], shard_ids: list[str]) -> dict[str, list[
                 why.append(f"defense {lay['key']}'s code")
             if was["config"] != sha256_json(lay["config"]):
                 why.append(f"defense {lay['key']}'s configuration")
+        was_serving = rec.get("serving")
+        if isinstance(was_serving, dict):
+            from containmentbench.models.serving import differences, record
+
+            for key, (a, b) in differences(was_serving, record(data)).items():
+                why.append(f"serving {key} ({_short(a)} -> {_short(b)})")
         for w in why or ["other settings (model, backend, runtime, suite or scenarios)"]:
             out.setdefault(w, []).append(sid)
     return out
+
+
+def _short(value: Any) -> str:
+    """A serving value as status prints it (a template hash cut to 12 hex digits)."""
+    if isinstance(value, str) and len(value) == 64:
+        return value[:12]
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
 
 
 def _key_of(d: Path) -> str | None:

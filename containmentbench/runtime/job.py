@@ -47,6 +47,7 @@ def is_context_overflow(error: str | None) -> bool:
 
 def shard_record(data: dict[str, Any], s: Shard) -> bytes:
     from containmentbench.defense.identity import defense_identity
+    from containmentbench.models.serving import record
     from containmentbench.models.weights import provenance
 
     layers = defense_identity(s.defense, data["defenses"])["layers"]
@@ -54,7 +55,9 @@ def shard_record(data: dict[str, Any], s: Shard) -> bytes:
            "model": model_label(data), "study": data["study"]["name"],
            # what status names when the shard goes stale: each layer's code and config
            "defense": {lay["key"]: {"code": lay["code"], "config": sha256_json(lay["config"])}
-                       for lay in layers}}
+                       for lay in layers},
+           # what status names when the engine changes (models/serving.py)
+           "serving": record(data)}
     prov = provenance(data["model"].get("path"))
     if prov is not None:  # a packaged model: what was loaded, and who packaged it
         rec["model_provenance"] = prov
@@ -191,6 +194,9 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
         t_load = time.perf_counter()
         owned = backend is None
         if owned:
+            from containmentbench.models.serving import check_engine
+
+            check_engine(data)  # the engine is the one the shard keys record
             backend = make_backend(backend_config(data))
             res.loads = 1
         res.load_s = time.perf_counter() - t_load if owned else 0.0

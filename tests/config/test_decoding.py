@@ -15,6 +15,17 @@ from tests.conftest import run_cli
 REAL = ["backend=openai", "model=qwen2_5_7b_instruct"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _server():
+    """A server that serves the model (backend=openai asks it at composition)."""
+    from tests.models.fake_server import FakeServer
+
+    with FakeServer(["Qwen/Qwen2.5-7B-Instruct"]) as s:
+        REAL.append(f"base_url={s.base_url}")
+        yield s
+        REAL.pop()
+
+
 def test_default_decoding_samples_and_seeds_are_replicates():
     data = load_study(["study=smoke", *REAL])
     assert data["decoding"] == {"temperature": 0.7, "top_p": 0.95, "max_tokens": 512,

@@ -117,13 +117,17 @@ def test_rerun_redoes_only_unfinished_shards(tmp_path):
 
 
 def test_operational_options_stay_out_of_the_shard_key(tmp_path):
-    base = ["backend=openai", "model=qwen2_5_7b_instruct"]
-    a = _study(tmp_path, "k", *base)
-    b = _study(tmp_path, "k", *base, "backend.options.base_url=http://127.0.0.1:9999/v1",
-               "backend.options.concurrency=64", "backend.options.timeout_s=5",
-               "backend.options.max_retries=0", "backend.window=3")
-    c = _study(tmp_path, "k", *base, "decoding.temperature=0.3")
-    d = _study(tmp_path, "k", *base, "backend.tool_mode=constrained")
+    from tests.models.fake_server import FakeServer
+
+    served = ["Qwen/Qwen2.5-7B-Instruct"]
+    with FakeServer(served) as one, FakeServer(served) as two:  # asked at composition
+        base = ["backend=openai", "model=qwen2_5_7b_instruct", f"base_url={one.base_url}"]
+        a = _study(tmp_path, "k", *base)
+        b = _study(tmp_path, "k", *base, f"backend.options.base_url={two.base_url}",
+                   "backend.options.concurrency=64", "backend.options.timeout_s=5",
+                   "backend.options.max_retries=0", "backend.window=3")
+        c = _study(tmp_path, "k", *base, "decoding.temperature=0.3")
+        d = _study(tmp_path, "k", *base, "backend.tool_mode=constrained")
     s = shards(a)[0]
     # decoding and tool mode decide what the model answers: never pooled with other shards
     assert shard_key(a, s) == shard_key(b, s) != shard_key(c, s)
@@ -157,12 +161,16 @@ class _Stub(BaseHTTPRequestHandler):
 
 
 def test_dead_server_shard_errors_then_completes(tmp_path, capsys):
+    from tests.models.fake_server import FakeServer
+
+    served = ["Qwen/Qwen2.5-7B-Instruct"]
     port = _free_port()
-    data = _study(tmp_path, "dead", "backend=openai", "model=qwen2_5_7b_instruct",
-                  "study.stages=[security]", "study.defenses=[none]",
-                  f"backend.options.base_url=http://127.0.0.1:{port}/v1",
-                  "backend.options.max_retries=1", "++backend.options.backoff_base_s=0.01",
-                  "backend.options.timeout_s=5")
+    with FakeServer(served, port=port):  # up when the study is composed, then gone
+        data = _study(tmp_path, "dead", "backend=openai", "model=qwen2_5_7b_instruct",
+                      "study.stages=[security]", "study.defenses=[none]",
+                      f"backend.options.base_url=http://127.0.0.1:{port}/v1",
+                      "backend.options.max_retries=1", "backend.options.backoff_base_s=0.01",
+                      "backend.options.timeout_s=5")
     cfg = run_dir(data) / "config.yaml"
     save_resolved(data, cfg)
     (job,) = jobs(data)
@@ -186,10 +194,11 @@ def test_dead_server_shard_errors_then_completes(tmp_path, capsys):
     assert st["done"] == [s.id] and not st["errored"]
 
     # the server moves to another port: operational, so the finished shard is not redone
-    moved = _study(tmp_path, "dead", "backend=openai", "model=qwen2_5_7b_instruct",
-                   "study.stages=[security]", "study.defenses=[none]",
-                   f"backend.options.base_url=http://127.0.0.1:{_free_port()}/v1",
-                   "backend.options.concurrency=2", "backend.options.timeout_s=1")
+    with FakeServer(served) as elsewhere:  # the same server, on another port
+        moved = _study(tmp_path, "dead", "backend=openai", "model=qwen2_5_7b_instruct",
+                       "study.stages=[security]", "study.defenses=[none]",
+                       f"base_url={elsewhere.base_url}",
+                       "backend.options.concurrency=2", "backend.options.timeout_s=1")
     before = (shard_dir(data, s) / CHECKSUMS).stat().st_mtime_ns
     res = run_job(moved, jobs(moved)[0], quiet=True)
     assert res.skipped == [s.id] and res.loads == 0 and not res.errored

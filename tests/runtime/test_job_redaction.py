@@ -33,10 +33,14 @@ class _EchoingBackend:
 
 def test_errored_record_and_log_hold_no_key(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CB_JOB_KEY", KEY)
-    data = load_study(["study=smoke", f"results_dir={tmp_path / 'r'}", "backend=openai",
-                       "model=qwen2_5_7b_instruct", "study.stages=[security]",
-                       "study.defenses=[none]", "study.seeds=[1]",
-                       "++backend.options.api_key_env=CB_JOB_KEY"])
+    from tests.models.fake_server import FakeServer
+
+    with FakeServer(["Qwen/Qwen2.5-7B-Instruct"]) as server:  # asked at composition
+        data = load_study(["study=smoke", f"results_dir={tmp_path / 'r'}", "backend=openai",
+                           "model=qwen2_5_7b_instruct", "study.stages=[security]",
+                           "study.defenses=[none]", "study.seeds=[1]",
+                           f"base_url={server.base_url}",
+                           "++backend.options.api_key_env=CB_JOB_KEY"])
     (job,) = jobs(data)
     res = run_job(data, job, quiet=True, backend=_EchoingBackend())
     (s,) = job.shards
