@@ -47,6 +47,7 @@ from containmentbench.audit.evidence import norm
 from containmentbench.audit.ifc import CONFIDENTIAL, fides_verdict
 from containmentbench.audit.lineage import Lineage
 from containmentbench.errors import BenchError
+from containmentbench.trace.recorder import is_tainted
 
 TAINT_KEY = "_nt_taint"
 # the event fields the graph reads (a trace without them cannot be audited)
@@ -137,12 +138,28 @@ class DCPG:
 
 
 def check_events(events: list[dict[str, Any]], where: str) -> None:
-    """A trace without the fields the graph reads is a one-line error, not a silent gap."""
-    if events:
-        missing = [f for f in NEEDED if f not in events[0]]
-        if missing:
-            raise BenchError(f"events lack the field '{missing[0]}' the provenance graph "
-                             "reads", file=where, field=f"events.{missing[0]}")
+    """A trace without the fields the graph reads, or without the runtime's provenance
+    labels, is a one-line error, not a silent gap. The graph rebuilds lineage from content,
+    but the audit compares it with the logged taint (the gap table, ``logged_node``): a
+    trace whose source events carry no ``taint:`` label was recorded without the runtime's
+    taint tracking, and every audited sink would read as "audited, not logged"."""
+    if not events:
+        return
+    missing = [f for f in NEEDED if f not in events[0]]
+    if missing:
+        raise BenchError(f"events lack the field '{missing[0]}' the provenance graph "
+                         "reads", file=where, field=f"events.{missing[0]}")
+    for e in events:
+        if e["kind"] != "source":
+            continue
+        labels = e.get("labels")
+        if labels is None or not is_tainted(labels):
+            rid = e.get("rollout_id") or "?"
+            sid = e.get("resource_id") or e.get("target") or "?"
+            raise BenchError(f"rollout {rid}: source event {e['seq']} ('{sid}') carries no "
+                             "provenance label (taint:...): a trace recorded without the "
+                             "runtime's taint tracking cannot be audited against its log",
+                             file=where, field="events.labels")
 
 
 @lru_cache(maxsize=32768)
