@@ -33,9 +33,13 @@ Path_ = tuple[int, ...]
 # * content recovered from memory or another store (``memory``, ``store``, ``retrieved``) or a
 #   part of the source copied into another item (``copy``): theta_sem^rag = 0.85, "RAG or
 #   memory-retrieved content";
+# * content relayed by another agent (``relay``: a delegated task or note received, a
+#   worker's result returned): the paper is silent; the audit policy (default_policy.yaml,
+#   ``semantic_retrieved``) gives it theta_sem^rag too, since the receiver sees the source
+#   second-hand, as from a store.
 # A lineage uses the direct threshold when any of its paths is direct (the evidence can be
 # explained by the direct read), else the retrieved one.
-RETRIEVED_VIAS = frozenset({"memory", "retrieved", "store", "copy"})
+RETRIEVED_VIAS = frozenset({"memory", "retrieved", "store", "copy", "relay"})
 
 
 @dataclass(frozen=True)
