@@ -252,11 +252,17 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
             for value, stored in g.stores.items():
                 if value in text:       # a written value shown again: rehydrate its labels
                     lin.merge(stored[TAINT_KEY], hop=seq, via="store", tier="store")
-            retrieved = kind == "memory_read"
+            # the source's content seen in this observation: through the channel it came by
+            # (a memory entry: retrieved; a relayed message: relay; else a direct read). A
+            # source the rehydrated or relayed lineage above already holds came through that
+            # channel: its text here is the stored or relayed value, not a second, direct
+            # read (so a copy an agent wrote elsewhere never gains the annotated item's path)
+            channel = {"memory_read": "retrieved", "message": "relay"}.get(kind, "direct")
             for sid, whole in carry.carried(text):
+                if sid in lin.routes:
+                    continue
                 src_seq = g.sources[sid]["seq"]
-                lin.add(sid, (src_seq, seq), {"retrieved" if retrieved else "direct",
-                                              "item" if whole else "copy"})
+                lin.add(sid, (src_seq, seq), {channel, "item" if whole else "copy"})
             ctx.setdefault(observer, Lineage()).merge(lin)
             if not lin.routes:
                 trusted.setdefault(observer, []).append(text)

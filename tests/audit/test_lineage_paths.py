@@ -141,6 +141,40 @@ def test_relayed_content_gets_the_retrieved_threshold() -> None:
     assert explicit_tier(bp, TH) == ("semantic", COS)
 
 
+def test_content_that_came_through_a_relay_or_a_store_is_no_direct_read() -> None:
+    """The page's text in a delegated task, or in a CRM field an agent wrote it into, came
+    through that channel: the relay or store path is the only path (no second, 'direct'
+    path at the receiving read), so the flow stays asynchronous at theta_sem^rag and the
+    baseline's runtime label stays lost through the store (paper 001 §2.3 E3)."""
+    relayed = [ev(0, "source", inst=None, resource_id="src-x", text=PAGE,
+                  resource_class="retrieved_document"),
+               ev(1, "tool_result", tool="read_document", text=payload(body=PAGE)),
+               ev(2, "message", tool="delegate", call_id="c1", text=f"Handle this: {PAGE}"),
+               ev(3, "message", inst="w#1.2", call_id="c1", action_semantic="read",
+                  text=f"Handle this: {PAGE}"),
+               ev(4, "commit", inst="w#1.2", tool="send_email",
+                  args=payload(to="ops@corp.local", body=BODY))]
+    lin = build("r-1", relayed, POL.sources, POL.sinks, POL.memory_write,
+                POL.memory_read).sinks[0].lineage
+    assert [(r.path, r.vias) for r in lin.all_routes("src-x")] == [
+        ((0, 1, 2, 3, 4), frozenset({"direct", "item", "relay"}))]
+    assert lin.retrieved("src-x")
+    stored = [ev(0, "source", inst=None, resource_id="src-x", text=PAGE,
+                 resource_class="retrieved_document"),
+              ev(1, "tool_result", tool="read_document", text=payload(body=PAGE)),
+              ev(2, "commit", tool="update_crm",
+                 args=payload(contact_id="ct-1", field="note", value=PAGE)),
+              ev(3, "session_start", session=2, inst=None),
+              ev(4, "tool_result", session=2, inst="a#2.2", tool="crm_lookup",
+                 text=payload(fields={"note": PAGE})),
+              ev(5, "commit", session=2, inst="a#2.2", tool="send_email",
+                 args=payload(to="ops@corp.local", body=BODY))]
+    sink = build("r-1", stored, POL.sources, POL.sinks, POL.memory_write,
+                 POL.memory_read).sinks[-1]
+    assert all("store" in r.vias for r in sink.lineage.all_routes("src-x"))
+    assert sink.lineage.retrieved("src-x") and not sink.fides["fides"]
+
+
 def test_routes_of_one_kind_keep_the_strongest_whatever_the_arrival() -> None:
     a = Route((0, 5), frozenset({"direct", "item"}), 1.0)
     b = Route((0, 3), frozenset({"direct", "item"}), 1.0)
