@@ -45,9 +45,6 @@ from containmentbench.trace.recorder import is_tainted
 
 # crossing a persistent store, a session or an agent: asynchronous provenance reuse (§3.3)
 ASYNC_VIAS = frozenset({"memory", "store", "relay"})
-# content recovered from a store or memory rather than read at its source: the RAG/memory
-# semantic threshold of §5.1 (0.85) applies
-RETRIEVED_VIAS = frozenset({"memory", "retrieved", "store", "copy"})
 
 
 @dataclass
@@ -87,10 +84,10 @@ def collect(row: dict[str, Any], events: list[dict[str, Any]], policy: AuditPoli
         prop = prop_by_call.get((ev.get("agent_instance"), ev.get("call_id")))
         args = arg_texts(s.tool, s.args)
         pairs = []
-        for sid in sorted(s.lineage.paths):
-            vias = s.lineage.vias[sid]
+        for sid in sorted(s.lineage.routes):
             p = Pair(sid, g.sources.get(sid, {}).get("text", ""), args,
-                     retrieved=bool(vias & RETRIEVED_VIAS),
+                     # theta_sem^rag unless a path is a direct read (lineage.py, §5.1)
+                     retrieved=s.lineage.retrieved(sid),
                      safe_control=s.tool in policy.safe_control)
             score_cheap(p)
             pairs.append(p)

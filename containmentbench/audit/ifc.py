@@ -45,13 +45,15 @@ CONFIDENTIAL = frozenset({"confidential", "restricted"})
 
 
 def labelled_sources(lineage: Lineage) -> list[str]:
-    """Lineages whose runtime-local label survives to the sink: the annotated source item was
-    read in this runtime (a copy of its text elsewhere carries no label), and nothing
-    rehydrated it (contexts start afresh at a session boundary, so only a rehydrated lineage
-    can cross one)."""
-    return [sid for sid in sorted(lineage.paths)
-            if "item" in lineage.vias.get(sid, frozenset())
-            and not lineage.vias.get(sid, frozenset()) & LOST_VIAS]
+    """Lineages whose runtime-local label survives to the sink along at least one of their
+    paths: the annotated source item was read in this runtime (a copy of its text elsewhere
+    carries no label), and nothing rehydrated it on that path (contexts start afresh at a
+    session boundary, so only a rehydrated lineage can cross one). Any such path carries the
+    label, whichever path reached the context first (a join of labels does not depend on
+    the order of reads)."""
+    return [sid for sid in sorted(lineage.routes)
+            if any("item" in r.vias and not r.vias & LOST_VIAS
+                   for r in lineage.all_routes(sid))]
 
 
 def endorsed(tool: str, args: dict[str, Any], trusted: Iterable[str]) -> list[str]:

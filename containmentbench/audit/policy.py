@@ -31,7 +31,10 @@ TIER_NAMES = ("canary", "string", "semantic", "fragment", "counterfactual", "jud
 @dataclass(frozen=True)
 class Thresholds:
     """Operating thresholds (paper 001 §5.1): string 0.15, implicit string 0.40, semantic
-    0.60, retrieved/memory semantic 0.85, coverage 0.10, safe-control 0.95."""
+    0.60, retrieved/memory semantic 0.85, coverage 0.10, safe-control 0.95. Which of the two
+    semantic thresholds a lineage gets follows its paths (``lineage.RETRIEVED_VIAS``): a
+    direct read 0.60; memory, a store, a copy or a relay only 0.85 (relay: the paper is
+    silent, the policy chooses it)."""
 
     string: float = 0.15
     implicit_string: float = 0.40
