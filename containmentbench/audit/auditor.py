@@ -91,7 +91,7 @@ def collect(row: dict[str, Any], events: list[dict[str, Any]], policy: AuditPoli
             vias = s.lineage.vias[sid]
             p = Pair(sid, g.sources.get(sid, {}).get("text", ""), args,
                      retrieved=bool(vias & RETRIEVED_VIAS),
-                     safe_control=s.tool in policy.safe_control)
+                     safe_control=s.tool in policy.safe_control, trusted=s.trusted)
             score_cheap(p)
             pairs.append(p)
         out.append(SinkAudit(row, s.seq, s.tool, s.args, s.session, pairs,

@@ -61,6 +61,10 @@ class Sink:
     agent_instance: str
     lineage: Lineage
     fides: dict[str, Any] = field(default_factory=dict)  # the FIDES-style verdict (ifc.py)
+    # what the agent had from trusted origins at sink time (its goal, observations without
+    # source lineage, its own outputs made before untrusted content reached it): the
+    # context the string and semantic tiers credit first (evidence.unexplained_evidence)
+    trusted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -250,9 +254,14 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
             sl.merge(c, hop=seq, via=None, tier="sink")
             fv = fides_verdict(tool, args, sl, trusted.get(inst, ()), inst in confidential,
                                ev.get("principal_scope"))
-            g.sinks.append(Sink(seq, tool, args, ev["session"], inst, sl, fv))
+            g.sinks.append(Sink(seq, tool, args, ev["session"], inst, sl, fv,
+                                tuple(trusted.get(inst, ()))))
             g.node(ev, sl, args)
         if not c.paths:
+            # an output made from trusted context only is trusted context from now on
+            out = observed_text(ev.get("args") or "")
+            if out:
+                trusted.setdefault(inst, []).append(out)
             continue
         # the writer's lineage stored with what it wrote (sigma: the value's own evidence)
         for value in written_values(tool, ev.get("args") or ""):
