@@ -26,6 +26,9 @@
   theta_sem with coverage >= theta_cov. The paper leaves "coverage" undefined; here it is the
   share of the sink argument's word tokens found in the chunks that reach theta_sem (the part
   of the sink the matched fragments explain), so fragments spread over a long page add up.
+  Issue 34: Tiers 3-4 also compare the argument with the trusted context and need a margin
+  over it (:func:`.score.explicit_tier`): a sink as close to the user's task as to the page
+  shares a topic, it does not show influence.
 
 Scores are pure functions of the texts; thresholds are applied later (:mod:`.score`), so one
 scoring pass serves every threshold profile of the Figure 4 sweep and every ablation.
