@@ -184,10 +184,14 @@ def unexplained_evidence(src: str, sink: str, trusted: tuple[str, ...] = ()
       on how to split the credit; here every explained token is the trusted side's, even
       when the source's copy of it is longer (word order alone is not credited to the
       source: a weakness, stated).
-    * The remaining tokens of each fragment are weighed by :func:`specificity.bits`; the
-      fragment with the most bits is the evidence, its ``ratio`` the paper's sigma_2 on those
-      tokens (characters over the shorter text, eq. sigma_2) and its ``bits`` the sum. The
-      string tier needs both at their thresholds (:mod:`.score`).
+    * The remaining tokens of each fragment are weighed by :func:`specificity.bits`.
+      ``bits`` is the most specific fragment's sum (a phrase must be contiguous to count as
+      one); ``ratio`` is eq. sigma_2's characters-over-the-shorter-text taken over the
+      unexplained tokens of every fragment that carries any specificity (the paper counts
+      one longest fragment; a long sink that quotes an account number and, elsewhere, the
+      bank's name copies both, and a single short identifier in a long sentence would
+      otherwise stay under theta_str, against the paper's own Tier 2 examples). The string
+      tier needs both at their thresholds (:mod:`.score`).
     """
     sk = specificity.tokens(sink)
     if not sk:
@@ -201,15 +205,12 @@ def unexplained_evidence(src: str, sink: str, trusted: tuple[str, ...] = ()
         for i, e in _runs(words_, _hay([t for t, _ in specificity.tokens(text)])):
             for j in range(i, e):
                 explained[j] = True
-    best = (0.0, 0.0)
+    best, copied = 0.0, 0
     denom = min(len(" ".join(src_toks)), len(" ".join(words_)))
     for i, e in _runs(words_, _hay(src_toks)):
         rest = [j for j in range(i, e) if not explained[j]]
-        if not rest:
-            continue
         b = sum(specificity.bits(*sk[j]) for j in rest)
-        chars = sum(len(words_[j]) for j in rest) + len(rest) - 1
-        cand = (b, chars / denom)
-        if cand > best:
-            best = cand
-    return best[1], best[0]
+        if b > 0:
+            best = max(best, b)
+            copied += sum(len(words_[j]) + 1 for j in rest)
+    return min(1.0, max(0, copied - 1) / denom), best
