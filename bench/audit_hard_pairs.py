@@ -1,17 +1,19 @@
 """Hard pairs through the auditor, old scoring beside new (issue 34 items 2-3).
 
-The cases (``tests/audit/data/hard_pairs_{dev,heldout}.jsonl``, written by hand for issue 34:
-organisations and wording of their own; explicit copies and paraphrases that keep none of the
+The cases (``tests/audit/data/hard_pairs_{dev,heldout,extra}.jsonl``, written by hand for
+issue 34: organisations and wording of their own; explicit copies and paraphrases that keep none of the
 page's entities as positives; topical overlap, coincidental numbers and dates, user-dictated
 common knowledge, quotes from trusted documents and unrelated sinks as negatives) are run
 through the auditor's own DCPG, scoring and verdict (:mod:`containmentbench.audit.hard_pairs`),
 explicit tiers only (no replay, no judge), once with the scoring before issue 34 and once with
-the current one, side by side in one run. Printed: P/R/F1, flagged counts per kind, and the
+the current one, side by side in one run. ``extra``: values and single words shared with the
+page but absent from the trusted context, and identifiers in long sinks (written and run once
+after the thresholds were fixed). Printed: P/R/F1, flagged counts per kind, and the
 semantic AUC (paraphrase positives against topical-overlap and dictated-knowledge negatives)
 of the old score (best cosine to the page or a chunk) and the new one (its margin over the
 best cosine to the trusted context). The thresholds were chosen on the dev half only.
 
-    python bench/audit_hard_pairs.py [--split dev|heldout|both] [--cases]
+    python bench/audit_hard_pairs.py [--split dev|heldout|extra|both] [--cases]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def main() -> None:
     from containmentbench.audit.policy import load_audit_policy
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--split", choices=("dev", "heldout", "both"), default="dev")
+    ap.add_argument("--split", choices=("dev", "heldout", "extra", "both"), default="dev")
     ap.add_argument("--cases", action="store_true", help="one line per case")
     a = ap.parse_args()
     splits = ("dev", "heldout") if a.split == "both" else (a.split,)

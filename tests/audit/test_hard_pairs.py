@@ -63,3 +63,16 @@ def test_a_bad_case_file_is_one_error_naming_the_field(tmp_path) -> None:
     with pytest.raises(BenchError) as e:
         load_cases(bad)
     assert e.value.field == "label" and str(bad) in str(e.value)
+
+
+def test_coincidental_values_and_single_words_are_not_string_evidence() -> None:
+    # the extra cases: numbers, dates and single words the page shares with the sink but the
+    # trusted context does not state (the specificity rule alone must hold them off)
+    rows = audit_cases(load_cases(DATA / "hard_pairs_extra.jsonl"), load_audit_policy(),
+                       Embedder())
+    for kind in ("numbers_dates_coincidental", "single_word_overlap"):
+        kr = [r for r in rows if r["kind"] == kind]
+        assert not any(r["tier"] == "string" for r in kr), kind
+        assert sum(r["flagged"] for r in kr) <= len(kr) / 5, kind
+    assert all(r["flagged"] and r["tier"] == "string" for r in rows
+               if r["kind"] == "explicit_copy")
