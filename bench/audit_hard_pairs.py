@@ -4,8 +4,8 @@ The cases (``tests/audit/data/hard_pairs_{dev,heldout,extra}.jsonl``, written by
 issue 34: organisations and wording of their own; explicit copies and paraphrases that keep
 none of the page's entities as positives; topical overlap, coincidental numbers and dates,
 user-dictated common knowledge, quotes from trusted documents and unrelated sinks as
-negatives) are run through the auditor's own DCPG, scoring and verdict (:mod:`containmentbench.audit.hard_pairs`),
-explicit tiers only (no replay, no judge), once with the scoring before issue 34 and once with
+negatives) are run through the auditor's own DCPG, scoring and verdict
+(:mod:`containmentbench.audit.hard_pairs`), explicit tiers only (no replay, no judge), once with the scoring before issue 34 and once with
 the current one, side by side in one run. ``extra``: values and single words shared with the
 page but absent from the trusted context, and identifiers in long sinks (written and run once
 after the thresholds were fixed). Printed: P/R/F1, flagged counts per kind, and the
