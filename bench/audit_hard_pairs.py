@@ -5,13 +5,14 @@ issue 34: organisations and wording of their own; explicit copies and paraphrase
 none of the page's entities as positives; topical overlap, coincidental numbers and dates,
 user-dictated common knowledge, quotes from trusted documents and unrelated sinks as
 negatives) are run through the auditor's own DCPG, scoring and verdict
-(:mod:`containmentbench.audit.hard_pairs`), explicit tiers only (no replay, no judge), once with the scoring before issue 34 and once with
-the current one, side by side in one run. ``extra``: values and single words shared with the
-page but absent from the trusted context, and identifiers in long sinks (written and run once
-after the thresholds were fixed). Printed: P/R/F1, flagged counts per kind, and the
-semantic AUC (paraphrase positives against topical-overlap and dictated-knowledge negatives)
-of the old score (best cosine to the page or a chunk) and the new one (its margin over the
-best cosine to the trusted context). The thresholds were chosen on the dev half only.
+(:mod:`containmentbench.audit.hard_pairs`), explicit tiers only (no replay, no judge), once
+with the scoring before issue 34 and once with the current one, side by side in one run.
+The thresholds were chosen on the dev half only; ``extra`` (values and single words shared
+with the page but absent from the trusted context, identifiers in long sinks) was written
+and run once after they were fixed. Printed: P/R/F1, flagged counts per kind, and the
+semantic AUC (paraphrase positives against topical-overlap and dictated-knowledge
+negatives) of the old score (best cosine to the page or a chunk) and the new one (its margin
+over the best cosine to the trusted context).
 
     python bench/audit_hard_pairs.py [--split dev|heldout|extra|both] [--cases]
 """
