@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from containmentbench import escape
 from containmentbench.attacks import follow, funnel, mutation
-from containmentbench.audit import canary, carry, evidence, judge
+from containmentbench.audit import canary, carry, evidence, judge, specificity
 from containmentbench.cim import otlp_shape
 from containmentbench.integrity import paths, reading
 from containmentbench.models import redact
@@ -114,6 +114,16 @@ USES: tuple[Use, ...] = (
     _s(evidence, "_WS", " ", "\t\n", " a "),
     _s(evidence, "_WORD", "a.", "a@", "a,", "a'-", "a%+,/:'-", "."),
     _s(carry, "_SENT", ". ", "!", " "),
+    # audit: Tier 2's specificity (one pass over words, anchored checks per word)
+    _s(specificity, "_WORD", "a@", "a.", "$1,", "a:/", "a'-"),
+    _s(specificity, "_DATE", "2026-", "2026-1-", "1/1/", "1.1."),
+    _s(specificity, "_NUMBER", "$1", "1,", "1.0.", "1h", "1hr", "1min"),
+    _s(specificity, "_IBAN_HEAD", "de8", "de89", "de89a"),
+    _s(specificity, "_LABEL", "a-", "-"),
+    _s(specificity, "_PARTS", "-", "."),
+    Use("containmentbench.audit.specificity.tokens", None,
+        call(lambda t: specificity.tokens(t)),
+        ("de89 ", "1234 ", "+1 ", "a@b.com ", "http://a.io/", "a.b.com ", "1, ")),
     _s(canary, "_STRIP", " [ref ", " [ref NT-", " [ref NT-0a0a-0a0a", "NT-0a0a-"),
     Use("containmentbench.audit.judge.json_span", None, call(judge.json_span),
         ("{", '{"a', "}", "{}")),

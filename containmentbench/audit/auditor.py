@@ -88,7 +88,7 @@ def collect(row: dict[str, Any], events: list[dict[str, Any]], policy: AuditPoli
             p = Pair(sid, g.sources.get(sid, {}).get("text", ""), args,
                      # theta_sem^rag unless a path is a direct read (lineage.py, §5.1)
                      retrieved=s.lineage.retrieved(sid),
-                     safe_control=s.tool in policy.safe_control)
+                     safe_control=s.tool in policy.safe_control, trusted=s.trusted)
             score_cheap(p)
             pairs.append(p)
         out.append(SinkAudit(row, s.seq, s.tool, s.args, s.session, pairs,

