@@ -21,9 +21,12 @@ a user task; those episodes are left out of both arms).
   server's engine batches the requests of the episodes in flight). The AgentDojo-native rerun
   the study makes for §6.4 parity is off (``native=False``): this arm is the adapter alone.
 
-The arms run one after the other on one server (AgentDojo first, then the adapter; the
-server's prefix cache is warm for both after a warm-up episode each). Rollouts per hour are
-episodes over the arm's wall time. Utility (clean and under attack) and attack success (the
+The arms run one after the other on one server, in the order adapter, AgentDojo, adapter, so
+that a drift in the machine's load during the long AgentDojo arm shows as a difference between
+the two adapter passes (this machine is shared); each pass starts with an untimed warm-up
+episode, so the server's prefix cache is warm for all. Rollouts per hour are episodes over the
+pass's wall time; the ratio uses both adapter passes together (their episodes over their
+summed wall time) and is also printed against each. Utility (clean and under attack) and attack success (the
 injection task's ``security`` check) get 95% Wilson score intervals: paper 000 gives no
 interval for a single proportion (its intervals are bootstraps over paired rollouts, which a
 two-implementation comparison does not have); Wilson's is chosen as it keeps its coverage at
@@ -34,7 +37,7 @@ Run against a server started by ``bench/local_server.py`` (``make bench-agentdoj
 OpenAI-compatible server serving a model with tool calls:
 
     python bench/agentdojo_side_by_side.py [--base-url URL] [--model NAME] [--suite banking]
-        [--user-tasks 4] [--injection-tasks 2] [--workers 16] [--temperature 0.7]
+        [--user-tasks 8] [--injection-tasks 2] [--workers 24] [--temperature 0.7]
         [--top-p 0.95] [--max-tokens 256] [--seed 1]
 
 Prints figures only; no assertion on time.
@@ -234,8 +237,10 @@ def _fmt(ci: tuple[float, float, float] | None, n: int) -> str:
     return "n=0" if ci is None else f"{ci[0]:.2f} [{ci[1]:.2f}, {ci[2]:.2f}] (n={n})"
 
 
-def report(ad: dict[str, Any], ours: dict[str, Any]) -> None:
-    rate = {k: 3600 * r["episodes"] / r["wall_s"] for k, r in (("ad", ad), ("ours", ours))}
+def report(ad: dict[str, Any], ours: dict[str, Any], again: dict[str, Any]) -> None:
+    rate = {k: 3600 * r["episodes"] / r["wall_s"]
+            for k, r in (("ad", ad), ("ours", ours), ("again", again))}
+    both = 3600 * (ours["episodes"] + again["episodes"]) / (ours["wall_s"] + again["wall_s"])
     print(f"\n{'':24} {'AgentDojo runner':>30} {'project adapter':>30}")
     print(f"{'episodes':24} {ad['episodes']:>30} {ours['episodes']:>30}")
     print(f"{'provider errors':24} {len(ad['errors']):>30} {len(ours['errors']):>30}")
@@ -250,11 +255,16 @@ def report(ad: dict[str, Any], ours: dict[str, Any]) -> None:
         cb = wilson(sum(ours[key]), len(ours[key]))
         agree.append(overlap(ca, cb))
         print(f"{key:24} {_fmt(ca, len(ad[key])):>30} {_fmt(cb, len(ours[key])):>30}")
-    print(f"\nratio of rollouts per hour (adapter / AgentDojo): {rate['ours'] / rate['ad']:.2f}x "
-          f"(target >= 5x)")
+    print(f"adapter, second pass (after the AgentDojo arm): {again['wall_s']:.1f} s, "
+          f"{rate['again']:.1f} rollouts per hour; outcomes " + ", ".join(
+              f"{key} {sum(again[key])}/{len(again[key])}"
+              for key in ("clean_utility", "attacked_utility", "attack_success")))
+    print(f"\nratio of rollouts per hour (adapter / AgentDojo): {both / rate['ad']:.2f}x "
+          f"(both adapter passes; first {rate['ours'] / rate['ad']:.2f}x, second "
+          f"{rate['again'] / rate['ad']:.2f}x; target >= 5x)")
     print(f"95% intervals overlap: {', '.join('yes' if a else 'NO' for a in agree)} "
           "(clean utility, utility under attack, attack success)")
-    for name, r in (("AgentDojo", ad), ("adapter", ours)):
+    for name, r in (("AgentDojo", ad), ("adapter", ours), ("adapter, second pass", again)):
         for e in r["errors"][:3]:
             print(f"{name} error: {e}")
 
@@ -264,9 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-url", default=os.environ.get("CB_SERVER_URL"))
     ap.add_argument("--model", default=os.environ.get("CB_SERVED_MODEL"))
     ap.add_argument("--suite", default="banking")
-    ap.add_argument("--user-tasks", type=int, default=4)
+    ap.add_argument("--user-tasks", type=int, default=8)
     ap.add_argument("--injection-tasks", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=24)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--top-p", type=float, default=0.95)
     ap.add_argument("--max-tokens", type=int, default=256)
@@ -281,9 +291,10 @@ def main(argv: list[str] | None = None) -> int:
           f"model {args.model} at {args.base_url}; temperature {args.temperature}, top_p "
           f"{args.top_p}, max_tokens {args.max_tokens}; adapter workers {args.workers}",
           flush=True)
-    ad = run_agentdojo(args, users, inj)
     ours = run_adapter(args, users, inj)
-    report(ad, ours)
+    ad = run_agentdojo(args, users, inj)
+    again = run_adapter(args, users, inj)
+    report(ad, ours, again)
     return 0
 
 
