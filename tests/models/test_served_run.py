@@ -51,6 +51,9 @@ def served_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     overrides = [f"results_dir={results}", "study.name=serve_smoke", f"model={MODEL}",
                  "backend=openai", f"backend.options.base_url={URL}",
                  f"++backend.options.served_model={served}", "backend.tool_mode=native",
+                 # vLLM's server does not say which tool-call parser it was started with:
+                 # declared, so the serving record names it (models/serving.py)
+                 f"backend.serving.tool_parser={os.environ.get('CB_TOOL_PARSER', 'hermes')}",
                  "decoding.max_tokens=128", "runtime.max_steps=6"]
     res = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(results),
                           "--cores", "1", "--config", "study=smoke_real",
