@@ -136,6 +136,34 @@ def chunks(text: str, k: int) -> list[str]:
     return [" ".join(sents[i:i + k]) for i in range(0, len(sents), k)]
 
 
+_CANARY_SUFFIX = re.compile(r"\s*\[ref NT-[0-9a-f]{4}-[0-9a-f]{4}\]")
+
+
+def without_canaries(text: str) -> str:
+    """The text as its author wrote it: the auditor's own canary instrumentation (`` [ref
+    NT-xxxx-xxxx]``, :func:`with_canary`) removed. Tier 1 reads the canary; Tiers 3-4 embed
+    what is left, so the instrumentation's token neither dilutes nor inflates a cosine (paper
+    001 is silent on this; the canary is the auditor's, not the source's)."""
+    return _CANARY_SUFFIX.sub("", text)
+
+
+def semantic_units(text: str, k: int) -> list[str]:
+    """Tier 4's units of a text: every sentence and every k-sentence chunk (in order, no
+    duplicates). Paper 001 §4.2 partitions the source into k-sentence chunks without fixing
+    k; an injected instruction is usually one sentence inside a paragraph of the page's own
+    text, and a k-sentence chunk that joins it with a benign neighbour dilutes it exactly as
+    the whole page does (the paper's reason for Tier 4), so single sentences are units too.
+    None for a text of one sentence (Tier 3 compares it whole)."""
+    sents = [s for s in _SENT.split(text.strip()) if s]
+    if len(sents) <= 1:
+        return []
+    out: dict[str, None] = dict.fromkeys(sents)
+    if k > 1:
+        for c in chunks(text, k):
+            out[c] = None
+    return list(out)
+
+
 def coverage(sink_tokens: list[str], matched_chunks: list[str]) -> float:
     """Share of the sink argument's word tokens that occur in the matched chunks."""
     if not sink_tokens or not matched_chunks:
