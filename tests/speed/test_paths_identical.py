@@ -53,9 +53,10 @@ def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
                  "--resamples", "200"]) == 0
     return {"traces": _digest(run / "traces", TRACE_FILES),
             "metrics": _digest(run / "metrics"),
-            # the defenses' hook time is wall clock (analysis.json's wall_clock list)
+            # the defenses' hook time and the job's throughput are wall clock (analysis.json's
+            # wall_clock list)
             "tables": {k: v for k, v in _digest(run / "tables").items()
-                       if not k.startswith("defense_overhead.")},
+                       if not k.startswith(("defense_overhead.", "throughput."))},
             "figures": {k: v for k, v in _digest(run / "figures").items()
                         if not k.endswith((".png", ".pdf", ".svg"))}}
 
@@ -73,9 +74,10 @@ def test_multi_shard_job_matches_per_shard_path(tmp_path):
 # ------------------------------------------------------------------ the pipeline's own path
 
 # wall-clock measurements, different in every run by design: the rollout timings, the
-# audit's cost table (paper 001's overhead per unit of work), the defenses' hook time and
-# the report pages showing them
-MEASURED = ("timings.parquet", "audit_overhead.", "defense_overhead", "report/index.html")
+# audit's cost table (paper 001's overhead per unit of work), the defenses' hook time, the
+# jobs' throughput and the report pages showing them
+MEASURED = ("timings.parquet", "audit_overhead.", "defense_overhead", "throughput.",
+            "report/index.html")
 COMPARED = ("traces", "metrics", "reparse", "analysis", "tables", "figures", "audit", "report")
 
 
