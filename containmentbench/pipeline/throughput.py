@@ -15,9 +15,12 @@ What is counted (:class:`Tally`, filled by ``runtime/job.py`` around the job's b
   ``num_cached_tokens`` per request, in process; ``usage.prompt_tokens_details.
   cached_tokens`` over HTTP, which vLLM's server sends with
   ``--enable-prompt-tokens-details``). That is the hit rate vLLM's own metrics report
-  (``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``, both in tokens). Null, "none",
-  where the engine does not say (the simulated agent, HF, llama.cpp or Ollama without the
-  field).
+  (``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``, both in tokens). A server
+  whose replies do not say is asked for those counters at ``<root>/metrics`` (Prometheus text,
+  vLLM's server) before and after the job: their change over the job
+  (``server_cache_hits`` / ``server_cache_queries``; they count every client the server had
+  meanwhile, and the record says so). Null, "none", where neither says (the simulated agent,
+  HF, llama.cpp or Ollama without the field).
 * ``run_s``: wall clock from the backend being ready to the job's last shard written (the
   engine load is the job record's ``load_s``, its share ``load_share``: not throughput).
 
@@ -47,7 +50,13 @@ from containmentbench.errors import BenchError
 NO_USAGE_BACKENDS = ("sim", "scripted")
 #: the counts of a record (summed over jobs for a study)
 COUNTS = ("rollouts", "model_calls", "call_errors", "prompt_tokens", "output_tokens",
-          "usage_calls", "cached_tokens", "cache_prompt_tokens")
+          "usage_calls", "cached_tokens", "cache_prompt_tokens", "server_cache_hits",
+          "server_cache_queries")
+#: vLLM's server counters (Prometheus text at ``<root>/metrics``), in prompt tokens
+PROM_HITS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
+PROM_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
+#: the most of a /metrics page read (vLLM's is tens of KB)
+METRICS_BYTES = 4 << 20
 #: the rates, in the order every view prints them
 RATES = ("rollouts_per_hour", "model_calls_per_s", "prompt_tokens_per_s",
          "output_tokens_per_s", "prefix_cache_hit_rate")
@@ -66,7 +75,15 @@ class Tally:
     usage_calls: int = 0          # calls that reported any token (a usage)
     cached_tokens: int = 0
     cache_prompt_tokens: int = 0  # prompt tokens of the calls that reported cached tokens
+    server_cache_hits: int = 0    # the server's /metrics counters' change over the job
+    server_cache_queries: int = 0
     run_s: float = 0.0
+
+    def add_server(self, before: tuple[int, int] | None, after: tuple[int, int] | None) -> None:
+        """The server's prefix-cache counters before and after the job (:func:`scrape`)."""
+        if before is not None and after is not None and after[1] >= before[1]:
+            self.server_cache_hits = max(0, after[0] - before[0])
+            self.server_cache_queries = after[1] - before[1]
 
     def add(self, c: Any) -> None:
         if c.error is not None:  # a context overflow or provider error: no engine work
@@ -104,12 +121,16 @@ def summarize(counts: Mapping[str, Any], backend: str) -> dict[str, Any]:
            "prompt_tokens_per_s": per_s("prompt_tokens") if usage else None,
            "output_tokens_per_s": per_s("output_tokens") if usage else None,
            "prefix_cache_hit_rate": counts["cached_tokens"] / counts["cache_prompt_tokens"]
-           if counts["cache_prompt_tokens"] > 0 else None}
+           if counts["cache_prompt_tokens"] > 0 else
+           counts["server_cache_hits"] / counts["server_cache_queries"]
+           if counts["server_cache_queries"] > 0 else None}
     rec["tokens"] = ("the backend's usage" if usage else
                      "none: the simulated agent has no tokenizer"
                      if backend in NO_USAGE_BACKENDS else "none: the backend reported no usage")
-    rec["prefix_cache"] = ("reported by the engine" if rec["prefix_cache_hit_rate"] is not None
-                           else "none: not exposed by the engine")
+    rec["prefix_cache"] = (
+        "reported by the engine per call" if counts["cache_prompt_tokens"] > 0 else
+        "the server's /metrics counters over the job (every client of the server counted)"
+        if counts["server_cache_queries"] > 0 else "none: not exposed by the engine")
     return rec
 
 
@@ -179,3 +200,53 @@ def line(rec: Mapping[str, Any]) -> str:
             f"{f('prompt_tokens_per_s', 'prompt tok/s')}, "
             f"{f('output_tokens_per_s', 'output tok/s')}, prefix-cache hit rate "
             f"{'none (not exposed by the engine)' if hit is None else f'{hit:.1%}'}{label}")
+
+
+def parse_prometheus(text: str) -> tuple[int, int] | None:
+    """vLLM's prefix-cache counters (hits, queries) summed over their label sets, from a
+    Prometheus text page; None when the page has no query counter."""
+    hits = queries = 0.0
+    seen = False
+    for raw in text.splitlines():
+        if not raw or raw.startswith("#"):
+            continue
+        name = raw.split("{", 1)[0].split(" ", 1)[0]
+        if name not in (*PROM_HITS, *PROM_QUERIES):
+            continue
+        try:
+            value = float(raw.rsplit("}", 1)[-1].split()[0])
+        except (ValueError, IndexError):
+            continue
+        if value != value or value < 0 or value == float("inf"):
+            continue
+        if name in PROM_HITS:
+            hits += value
+        else:
+            queries += value
+            seen = True
+    return (int(hits), int(queries)) if seen else None
+
+
+def scrape(base_url: str, timeout_s: float = 5.0) -> tuple[int, int] | None:
+    """The prefix-cache counters of the OpenAI-compatible server at ``base_url`` (its
+    ``/v1`` dropped, ``/metrics`` added), or None when it does not answer with them: a
+    figure the server does not expose is "none", never an error of the run."""
+    import time
+
+    import httpx
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    deadline = time.monotonic() + timeout_s  # a server that drips bytes: bounded too
+    try:
+        with httpx.Client(timeout=timeout_s) as client, \
+                client.stream("GET", f"{root}/metrics") as r:
+            if r.status_code != 200:
+                return None
+            body = bytearray()
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > METRICS_BYTES or time.monotonic() > deadline:
+                    return None
+    except (httpx.HTTPError, httpx.InvalidURL, OSError):
+        return None
+    return parse_prometheus(body.decode("utf-8", "replace"))

@@ -39,7 +39,7 @@ from containmentbench.pipeline.plan import (
     shard_dir,
     shard_key,
 )
-from containmentbench.pipeline.throughput import Tally, job_records
+from containmentbench.pipeline.throughput import Tally, job_records, scrape
 from containmentbench.trace.io import CHECKSUMS, verify_shard, write_shard
 
 
@@ -231,6 +231,9 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
                           rollouts=sum(len(r.scenarios) for r in runs))
         inner = backend
         backend = (CountedAsync if hasattr(inner, "agenerate") else Counted)(inner, res.tally)
+        # a server's own prefix-cache counters, for replies that do not carry them
+        url = getattr(inner, "base_url", None) if data["backend"]["name"] == "openai" else None
+        cache_before = scrape(url) if isinstance(url, str) else None
         seed_supported = getattr(backend, "seed_supported", False)
         window = int(data["backend"]["window"])
         mirror = None
@@ -250,6 +253,8 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
                               mirror)
         finally:
             res.tally.run_s = time.perf_counter() - t_run
+            if cache_before is not None:
+                res.tally.add_server(cache_before, scrape(url))
             if owned:
                 inner.close()
     res.wall_s = time.perf_counter() - t0

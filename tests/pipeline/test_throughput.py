@@ -198,3 +198,58 @@ def test_a_study_without_job_records_has_no_throughput_table(tmp_path):
     ctx = Context(pl.DataFrame({"study": ["s"], "model": ["m"], "backend": ["sim"],
                                 "defense": ["none"]}))
     assert throughput_table(Path(tmp_path), Path(tmp_path) / "traces", ctx) is None
+
+
+VLLM_METRICS = """# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1200.0
+vllm:prefix_cache_queries_total{engine="1",model_name="m"} 800.0
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 900.0
+vllm:prefix_cache_hits_total{engine="1",model_name="m"} 100.0
+vllm:prompt_tokens_total{model_name="m"} 5000.0
+"""
+
+
+def test_a_server_s_metrics_page_gives_the_hit_rate_when_replies_do_not():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from containmentbench.pipeline.throughput import parse_prometheus, scrape
+
+    assert parse_prometheus(VLLM_METRICS) == (1000, 2000)  # summed over the engines
+    assert parse_prometheus("vllm:num_requests_running 3\n") is None  # not exposed
+    pages = [VLLM_METRICS, VLLM_METRICS.replace("1200.0", "1600.0").replace("900.0", "1200.0")]
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages.pop(0).encode() if self.path == "/metrics" and pages else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        before, after = scrape(url), scrape(url)
+        assert scrape(url) is None  # 404: none, never an error of the run
+    finally:
+        srv.shutdown()
+    t = Tally("openai", rollouts=1)
+    t.add(_C(500, 5))  # a reply without cached_tokens
+    t.run_s = 1.0
+    t.add_server(before, after)
+    r = t.record()
+    assert (r["server_cache_hits"], r["server_cache_queries"]) == (300, 400)
+    assert r["prefix_cache_hit_rate"] == pytest.approx(0.75)
+    assert "every client" in r["prefix_cache"]
+    # per-call figures, when the replies carry them, win over the server's counters
+    t.add(_C(100, 5, cached_tokens=10))
+    assert t.record()["prefix_cache_hit_rate"] == pytest.approx(0.1)
+    assert scrape("http://127.0.0.1:9/v1", timeout_s=1.0) is None  # nothing listening
