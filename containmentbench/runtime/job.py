@@ -226,7 +226,6 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
             backend = make_backend(backend_config(data))
             res.loads = 1
         res.load_s = time.perf_counter() - t_load if owned else 0.0
-        t_run = time.perf_counter()
         res.tally = Tally(str(data["backend"]["name"]),
                           rollouts=sum(len(r.scenarios) for r in runs))
         inner = backend
@@ -234,6 +233,7 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
         # a server's own prefix-cache counters, for replies that do not carry them
         url = getattr(inner, "base_url", None) if data["backend"]["name"] == "openai" else None
         cache_before = scrape(url) if isinstance(url, str) else None
+        t_run = time.perf_counter()
         seed_supported = getattr(backend, "seed_supported", False)
         window = int(data["backend"]["window"])
         mirror = None

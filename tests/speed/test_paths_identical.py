@@ -6,7 +6,8 @@ multi-shard job (``cluster.rollout_group=model``: one process, cached suite, one
 shards read from the pre-flight's ``plan.json``),
 then ``metrics`` and ``analyze`` on each. Traces (rollouts, events, edges), the metrics table
 and every table and figure data file must hash the same. Only ``timings.parquet`` (wall
-seconds, by design) and the job records are left out.
+seconds, by design), the job records and the wall-clock tables (``defense_overhead``,
+``throughput``) are left out.
 """
 
 from __future__ import annotations
@@ -29,6 +30,18 @@ def _digest(root: Path, names: tuple[str, ...] | None = None) -> dict[str, str]:
         if p.is_file() and (names is None or p.name in names):
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+RECORD = ".containmentbench-out"
+WALL = ("defense_overhead.", "throughput.")
+
+
+def _owned(folder: Path) -> list[str]:
+    """The files the folder's writer record lists, less the wall-clock tables."""
+    import json
+
+    files = json.loads((folder / RECORD).read_text())["files"]
+    return sorted(f for f in files if not f.startswith(WALL))
 
 
 def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
@@ -54,9 +67,12 @@ def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
     return {"traces": _digest(run / "traces", TRACE_FILES),
             "metrics": _digest(run / "metrics"),
             # the defenses' hook time and the job's throughput are wall clock (analysis.json's
-            # wall_clock list)
+            # wall_clock list); throughput exists only where a rollout job ran (the per-shard
+            # path writes no job record), so the folder's record of its files is compared
+            # without the wall-clock ones
             "tables": {k: v for k, v in _digest(run / "tables").items()
-                       if not k.startswith(("defense_overhead.", "throughput."))},
+                       if not k.startswith((*WALL, RECORD))},
+            "owned": _owned(run / "tables"),
             "figures": {k: v for k, v in _digest(run / "figures").items()
                         if not k.endswith((".png", ".pdf", ".svg"))}}
 
