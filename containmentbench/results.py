@@ -9,6 +9,7 @@
     r.events     # ... per logged node (model call, proposal, decision, commit, ...)
     r.edges      # ... per edge of the trace graph
     r.headline   # tables/headline.json: the findings and the sentences
+    r.throughput # tables/throughput.parquet: rollouts/h, calls and tokens/s (wall clock)
     r.table("table12_claim_critical")   # any table of tables/ as a frame
 
     results.compare(r, "taint_only_v1", "structured_guard", "committed_harm", "security")
@@ -100,6 +101,17 @@ class Study:
     @cached_property
     def headline(self) -> dict[str, Any]:
         return json.loads(self._bytes("tables/headline.json"))
+
+    @cached_property
+    def throughput(self) -> pl.DataFrame | None:
+        """``tables/throughput.parquet``: rollouts per hour, model calls and tokens per second
+        and the prefix-cache hit rate per rollout job and for the study, in
+        ``results.parquet``'s columns plus ``job`` (null: the study). Wall clock, so kept
+        beside ``results`` rather than in it (``analysis/throughput.py``); None for a study
+        without job records."""
+        if not (self.path / "tables" / "throughput.parquet").is_file():
+            return None
+        return pl.read_parquet(io.BytesIO(self._bytes("tables/throughput.parquet")))
 
     @cached_property
     def analysis(self) -> dict[str, Any]:

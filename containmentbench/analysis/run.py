@@ -35,6 +35,7 @@ from containmentbench.analysis.parts import (
 )
 from containmentbench.analysis.results import results_table
 from containmentbench.analysis.seeds import interval_rows
+from containmentbench.analysis.throughput import throughput_table
 from containmentbench.analysis.topology import headline_sentences, utility_by_topology
 from containmentbench.analysis.writers import Table, write
 from containmentbench.errors import BenchError
@@ -147,12 +148,15 @@ def analyze(metrics_path: str | Path, out: str | Path, cfg: Mapping[str, Any],
     traces = Path(traces_dir) if traces_dir is not None else \
         Path(metrics_path).resolve().parent.parent / "traces"
     overhead = defense_tables.defense_overhead(traces, ctx)
+    # rollouts per hour, calls and tokens per second of the jobs that wrote these traces, from
+    # their records beside the traces (wall clock: analysis/throughput.py)
+    speed = throughput_table(out, traces, ctx)
     written = []
     writer.ensure_dir(out, "analysis")  # after every input was read and checked
     for t in out_tables:
         written += write(t, out / "tables", origin=ctx.origin)
-    wall_clock = write(overhead, out / "tables", origin=ctx.origin) \
-        if overhead is not None else []
+    wall_clock = [p for t in (overhead, speed) if t is not None
+                  for p in write(t, out / "tables", origin=ctx.origin)]
     for t in fig_tables:
         written += write(t, out / "figures", origin=ctx.origin)
     # the headline (analysis/headline.py): its figure, then headline.{json,md} in tables/

@@ -242,6 +242,10 @@ def _run_study_job(args: argparse.Namespace) -> int:
           f"skipped {len(res.skipped)} (finished), errored {len(res.errored)}; backend loads "
           f"{res.loads}, load {res.load_s:.2f} s of {res.wall_s:.2f} s "
           f"({100 * res.load_share:.1f}%){label}", file=sys.stderr)
+    if res.tally is not None:  # the job log's last figures (pipeline/throughput.py)
+        from containmentbench.pipeline.throughput import line
+
+        print(f"job {job.name} throughput: {line(res.tally.record())}", file=sys.stderr)
     if res.errored:
         print(f"containmentbench: error: {len(res.errored)} shard(s) errored: "
               f"{', '.join(res.errored)}", file=sys.stderr)

@@ -2,7 +2,9 @@
 (rollouts, reparse, metrics, analysis, tables, cases, audit, report, freeze) with done,
 outdated or pending, the shards done, stale, errored, failed (stopped on an error),
 interrupted (stopped without one: Ctrl-C, kill, time limit), missing and corrupt, and the
-shards on disk that the study no longer lists."""
+shards on disk that the study no longer lists, and the throughput of each rollout job and of
+the study (rollouts per hour, model calls and tokens per second, prefix-cache hit rate:
+wall clock, ``pipeline/throughput.py``)."""
 
 from __future__ import annotations
 
@@ -26,17 +28,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from containmentbench.pipeline.chain import chain
     from containmentbench.pipeline.plan import model_slug, run_dir
-    from containmentbench.pipeline.status import DROPPED, STATES, stale_reasons, study_status
+    from containmentbench.pipeline.status import (
+        DROPPED,
+        STATES,
+        stale_reasons,
+        study_status,
+        study_throughput,
+    )
+    from containmentbench.pipeline.throughput import line
 
     runs = study_args.runs(args.target, "status")
     adaptive = [bool((d["study"].get("adaptive") or {}).get("enabled")) for d in runs]
     per_run = {model_slug(d): ({k: [] for k in (*STATES, DROPPED)} if a else study_status(d))
                for d, a in zip(runs, adaptive, strict=True)}
     steps = {model_slug(d): chain(d, per_run[model_slug(d)]) for d in runs}
+    speed = {model_slug(d): study_throughput(d) for d, a in zip(runs, adaptive, strict=True)
+             if not a}
     if args.json:
         # one model: its states (as before) and its steps; several: {model slug: ...}
         full = {m: {**st, "steps": [{"step": s, "state": x, "detail": t}
-                                    for s, x, t in steps[m]]} for m, st in per_run.items()}
+                                    for s, x, t in steps[m]],
+                    **({"throughput": speed[m]} if m in speed else {})}
+                for m, st in per_run.items()}
         out = next(iter(full.values())) if len(runs) == 1 else full
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -57,6 +70,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         if st[DROPPED]:
             print(f"  {len(st[DROPPED])} shard(s) on disk are no longer part of the study "
                   f"(not in its metrics; the next run moves them to retired/)")
+        tp = speed[slug]
+        if tp["study"] is None:
+            print("  throughput: none recorded (no rollout job of this plan has run)")
+        else:
+            for name, rec in tp["jobs"].items():
+                print(f"  throughput job {name}: {line(rec)}")
+            print(f"  throughput study ({len(tp['jobs'])} job(s), pooled): {line(tp['study'])}")
         if args.list:
             for k in ("corrupt", "stale", "errored", "failed", "interrupted", "missing",
                       DROPPED):

@@ -62,6 +62,11 @@ class Completion:
     attempts: int = 1                  # provider attempts (retries + 1)
     native_calls: str | None = None    # vLLM's own tool parser on ``text`` (canonical JSON)
     served_model: str | None = None    # the reply's ``model`` (HTTP providers; checked there)
+    #: prompt tokens served from the engine's prefix cache, where the engine says (vLLM's
+    #: ``num_cached_tokens``; an HTTP reply's ``usage.prompt_tokens_details.cached_tokens``);
+    #: None where it does not. Wall-clock-like (depends on what ran before): throughput
+    #: only (pipeline/throughput.py), never in a trace
+    cached_tokens: int | None = None
 
 
 def defense_echo(req: GenerationRequest) -> Completion | None:

@@ -206,13 +206,23 @@ def check_completion(data: Any, expected_model: str, secrets: Sequence[str] = ()
         _need(n is None or (type(n) is int and 0 <= n <= MAX_TOKENS), f"usage.{key}",
               f"an integer from 0 to {MAX_TOKENS}", n)
         tokens.append(n or 0)
+    # the prefix cache's share of the prompt, where the server says (vLLM's server with
+    # --enable-prompt-tokens-details, OpenAI's API): throughput only (pipeline/throughput.py)
+    details = (usage or {}).get("prompt_tokens_details")
+    _need(details is None or isinstance(details, dict), "usage.prompt_tokens_details",
+          "an object or null", details)
+    cached = (details or {}).get("cached_tokens")
+    _need(cached is None or (type(cached) is int and 0 <= cached <= MAX_TOKENS),
+          "usage.prompt_tokens_details.cached_tokens", f"an integer from 0 to {MAX_TOKENS}",
+          cached)
     if model != expected_model:
         raise ReplyError(f"served model '{shown(model, 200, secrets)}' is not the requested "
                          f"'{expected_model}' (a server that aliases names: set "
                          f"backend.options.served_model)")
     text = "\n".join([content or "", *rendered]) if content else "\n".join(rendered)
     return Completion(text=text, prompt_tokens=tokens[0], completion_tokens=tokens[1],
-                      finish_reason=finish, native_calls=native, served_model=model)
+                      finish_reason=finish, native_calls=native, served_model=model,
+                      cached_tokens=cached)
 
 
 def _arguments(args: Any, at: str) -> Any:

@@ -253,7 +253,8 @@ class VLLMBackend:
         comp = Completion(text=sample.text, prompt_tokens=len(ids),
                           completion_tokens=len(sample.token_ids),
                           finish_reason=sample.finish_reason, prompt_hash=h,
-                          tool_mode=request.tool_mode, latency_s=time.perf_counter() - t0)
+                          tool_mode=request.tool_mode, latency_s=time.perf_counter() - t0,
+                          cached_tokens=getattr(final, "num_cached_tokens", None))
         if self._tool_parser is not None:
             comp.native_calls = self._tool_parser(sample.text, request)
         return comp

@@ -174,3 +174,13 @@ def study_status(data: dict[str, Any]) -> dict[str, list[str]]:
         i for i in (d.relative_to(root).as_posix() for d in shard_dirs(root, verify=False))
         if i not in planned]
     return out
+
+
+def study_throughput(data: dict[str, Any]) -> dict[str, Any]:
+    """The throughput of the study's planned rollout jobs, from their records (the last run
+    of each that ran shards; ``pipeline/throughput.py``): ``jobs`` (job name -> figures)
+    and ``study`` (their pooled figures, None before any job ran)."""
+    from containmentbench.pipeline.throughput import job_records, pooled
+
+    recs = job_records(run_dir(data), [j.name for j in jobs(data)])
+    return {"jobs": recs, "study": pooled(recs.values())}

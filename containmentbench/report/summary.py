@@ -45,15 +45,38 @@ def seeds_line(run: Path) -> str:
             f"scenario and defense; study.seeds of {path})\n")
 
 
+def throughput_line(run: Path) -> str:
+    """The headline's footer: the study's throughput (its jobs pooled) from
+    ``tables/throughput.parquet``, the frozen bytes only (``results.Study``); empty for a
+    study without it. Printed here, never written into ``headline.md``: wall clock is not a
+    frozen, byte-identical result (``pipeline/throughput.py``)."""
+    from containmentbench.pipeline.throughput import line
+    from containmentbench.results import Study
+
+    t = Study(run).throughput
+    if t is None or "job" not in t.columns:
+        return ""
+    study = t.filter(t["job"].is_null())
+    if study.height == 0:
+        return ""
+    rec: dict[str, object] = dict(zip(study["metric"].to_list(), study["estimate"].to_list(),
+                                      strict=True))
+    rec["rollouts"] = int(rec.get("rollouts") or 0)
+    rec["sim_agent"] = bool(study["sim_agent"].any())
+    jobs = t.filter(t["job"].is_not_null())["job"].n_unique()
+    return f"throughput (wall clock; {jobs} rollout job(s) pooled): {line(rec)}\n"
+
+
 def run_text(run: Path) -> str:
-    """The headline as text, the seeds of the run, then the report's path."""
+    """The headline as text, the seeds of the run, its throughput (the footer), then the
+    report's path."""
     from containmentbench.analysis.headline import text
 
     doc = verified_doc(run)
     report = run / "report" / "index.html"
     tail = f"report: {report.resolve()}\n" if report.is_file() else ""
     head, _, body = text(doc).partition("\n")  # the seeds right under "study NAME"
-    return f"{head}\n{seeds_line(run)}{body}{tail}"
+    return f"{head}\n{seeds_line(run)}{body}{throughput_line(run)}{tail}"
 
 
 def study_text(runs: list[Path], cross: Path | None) -> str:

@@ -5,6 +5,9 @@ atomically (with ``SHARD.json``, its key) as soon as its episodes finish, and a 
 job skips every shard that is finished, intact and of the same key, so a killed job redoes
 only its unfinished shards. The backend is loaded only when some shard is left to run; its
 load time and share of the job's wall time go to ``timings.parquet`` and the job record.
+Every completion the backend returns is counted on the way (:class:`Counted`): the job's
+throughput (rollouts per hour, model calls and tokens per second, prefix-cache hit rate;
+``pipeline/throughput.py``) goes to the job record and the job log.
 
 Errors are never outcomes: a shard whose share of rollouts ending in a provider error (other
 than a context overflow) exceeds ``study.max_error_rate`` is not written (no
@@ -36,6 +39,7 @@ from containmentbench.pipeline.plan import (
     shard_dir,
     shard_key,
 )
+from containmentbench.pipeline.throughput import Tally, job_records, scrape
 from containmentbench.trace.io import CHECKSUMS, verify_shard, write_shard
 
 
@@ -118,10 +122,38 @@ class JobResult:
     load_s: float = 0.0
     wall_s: float = 0.0
     loads: int = 0
+    #: this run's counts (pipeline/throughput.py); None when no shard was left to run
+    tally: Tally | None = None
 
     @property
     def load_share(self) -> float:
         return self.load_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class Counted:
+    """The job's backend, every completion it returns counted into ``tally`` (calls,
+    tokens, cached tokens); everything else is the backend's own."""
+
+    def __init__(self, backend: Any, tally: Tally) -> None:
+        self._inner, self._tally = backend, tally
+
+    def generate(self, requests: list[Any]) -> list[Any]:
+        out = self._inner.generate(requests)
+        for c in out:
+            self._tally.add(c)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class CountedAsync(Counted):
+    """:class:`Counted` for a backend with ``agenerate`` (the asynchronous driver)."""
+
+    async def agenerate(self, request: Any) -> Any:
+        c = await self._inner.agenerate(request)
+        self._tally.add(c)
+        return c
 
 
 class _ShardRun:
@@ -200,6 +232,14 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
             backend = make_backend(backend_config(data))
             res.loads = 1
         res.load_s = time.perf_counter() - t_load if owned else 0.0
+        res.tally = Tally(str(data["backend"]["name"]),
+                          rollouts=sum(len(r.scenarios) for r in runs))
+        inner = backend
+        backend = (CountedAsync if hasattr(inner, "agenerate") else Counted)(inner, res.tally)
+        # a server's own prefix-cache counters, for replies that do not carry them
+        url = getattr(inner, "base_url", None) if data["backend"]["name"] == "openai" else None
+        cache_before = scrape(url) if isinstance(url, str) else None
+        t_run = time.perf_counter()
         seed_supported = getattr(backend, "seed_supported", False)
         window = int(data["backend"]["window"])
         mirror = None
@@ -218,8 +258,11 @@ def run_job(data: dict[str, Any], job: Job, quiet: bool = False, backend: Any = 
                 _run_lockstep(runs, backend, window, res, seed_supported, job.name, quiet,
                               mirror)
         finally:
+            res.tally.run_s = time.perf_counter() - t_run
+            if cache_before is not None:
+                res.tally.add_server(cache_before, scrape(url))
             if owned:
-                backend.close()
+                inner.close()
     res.wall_s = time.perf_counter() - t0
     _record(data, job, res)
     if write_marker and not res.errored:
@@ -279,11 +322,24 @@ async def _run_async(runs: list[_ShardRun], backend: Any, window: int, res: JobR
 
 
 def _record(data: dict[str, Any], job: Job, res: JobResult) -> None:
-    """The job's timing record beside its log (wall clock: never hashed or frozen)."""
-    path = run_dir(data) / "logs" / "rollout" / f"{job.name}.json"
-    writer.write_text(path, json.dumps({
+    """The job's timing record beside its log (wall clock: never hashed or frozen). Its
+    ``throughput`` is that of the last run of the job that ran shards: a rerun that finds
+    every shard finished keeps it."""
+    root = run_dir(data)
+    logs = root / "logs" / "rollout"
+    rec: dict[str, Any] = {
         "job": job.name, "shards": len(job.shards), "ran": len(res.done) + len(res.errored),
         "skipped": len(res.skipped), "errored": res.errored, "backend_loads": res.loads,
         "load_s": round(res.load_s, 6), "wall_s": round(res.wall_s, 6),
-        "load_share": round(res.load_share, 6)}, indent=2, sort_keys=True) + "\n",
-        kind="job-log", sync=False)
+        "load_share": round(res.load_share, 6)}
+    if res.tally is not None:
+        rec["throughput"] = res.tally.record()
+    else:
+        try:
+            before = job_records(root, [job.name]).get(job.name)
+        except BenchError:  # a damaged record: its figures are not carried over
+            before = None
+        if before is not None:
+            rec["throughput"] = before
+    writer.write_text(logs / f"{job.name}.json", json.dumps(rec, indent=2, sort_keys=True)
+                      + "\n", kind="job-log", sync=False)

@@ -19,8 +19,9 @@ from containmentbench.errors import BenchError
 from containmentbench.metrics.glossary import TERMS
 
 #: tables kept out of results.parquet: wall clock by design (the defenses' hook time, the
-#: audit's time per unit), and results itself
-APART = ("results", "defense_overhead", "audit/audit_overhead", "audit/audit_unit_cost")
+#: audit's time per unit, the jobs' throughput), and results itself
+APART = ("results", "defense_overhead", "throughput", "audit/audit_overhead",
+         "audit/audit_unit_cost")
 
 
 def _table(run_dir, name):

@@ -6,7 +6,8 @@ multi-shard job (``cluster.rollout_group=model``: one process, cached suite, one
 shards read from the pre-flight's ``plan.json``),
 then ``metrics`` and ``analyze`` on each. Traces (rollouts, events, edges), the metrics table
 and every table and figure data file must hash the same. Only ``timings.parquet`` (wall
-seconds, by design) and the job records are left out.
+seconds, by design), the job records and the wall-clock tables (``defense_overhead``,
+``throughput``) are left out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def _digest(root: Path, names: tuple[str, ...] | None = None) -> dict[str, str]:
     return out
 
 
+RECORD = ".containmentbench-out"
+WALL = ("defense_overhead.", "throughput.")
+
+
+def _owned(folder: Path) -> list[str]:
+    """The files the folder's writer record lists, less the wall-clock tables."""
+    import json
+
+    files = json.loads((folder / RECORD).read_text())["files"]
+    return sorted(f for f in files if not f.startswith(WALL))
+
+
 def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
     data = load_study(["study=smoke", f"results_dir={tmp}", f"cluster.rollout_group={group}"])
     run = run_dir(data)
@@ -53,9 +66,13 @@ def _run(tmp: Path, group: str, per_shard: bool) -> dict[str, dict[str, str]]:
                  "--resamples", "200"]) == 0
     return {"traces": _digest(run / "traces", TRACE_FILES),
             "metrics": _digest(run / "metrics"),
-            # the defenses' hook time is wall clock (analysis.json's wall_clock list)
+            # the defenses' hook time and the job's throughput are wall clock (analysis.json's
+            # wall_clock list); throughput exists only where a rollout job ran (the per-shard
+            # path writes no job record), so the folder's record of its files is compared
+            # without the wall-clock ones
             "tables": {k: v for k, v in _digest(run / "tables").items()
-                       if not k.startswith("defense_overhead.")},
+                       if not k.startswith((*WALL, RECORD))},
+            "owned": _owned(run / "tables"),
             "figures": {k: v for k, v in _digest(run / "figures").items()
                         if not k.endswith((".png", ".pdf", ".svg"))}}
 
@@ -73,9 +90,10 @@ def test_multi_shard_job_matches_per_shard_path(tmp_path):
 # ------------------------------------------------------------------ the pipeline's own path
 
 # wall-clock measurements, different in every run by design: the rollout timings, the
-# audit's cost table (paper 001's overhead per unit of work), the defenses' hook time and
-# the report pages showing them
+# audit's cost table (paper 001's overhead per unit of work), the defenses' hook time, the
+# jobs' throughput and the report pages showing them
 MEASURED = ("timings.parquet", "audit_overhead.", "audit_unit_cost.", "defense_overhead",
+            "throughput.",
             "report/index.html")
 COMPARED = ("traces", "metrics", "reparse", "analysis", "tables", "figures", "audit", "report")
 
