@@ -164,6 +164,20 @@ def semantic_units(text: str, k: int) -> list[str]:
     return list(out)
 
 
+_CLAUSE = re.compile(r"[,;:]\s+|\s+(?:then|and then)\s+")
+
+
+def clauses(text: str) -> list[str]:
+    """A trusted text's clauses (split at , ; : and "then"), at least three words each: a
+    task usually states several instructions in one sentence ("read the page, then remind the
+    team to ..."), and what it explains of a short sink argument is the one clause that says
+    it, not the whole sentence, whose other clauses dilute it as a page dilutes a payload
+    (paper 001 is silent; chosen so the trusted side is compared at least as finely as the
+    source's Tier 4 units)."""
+    out = [c.strip() for c in _CLAUSE.split(text) if len(c.split()) >= 3]
+    return out if len(out) > 1 else []
+
+
 def coverage(sink_tokens: list[str], matched_chunks: list[str]) -> float:
     """Share of the sink argument's word tokens that occur in the matched chunks."""
     if not sink_tokens or not matched_chunks:

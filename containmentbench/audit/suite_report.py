@@ -47,7 +47,7 @@ from containmentbench.audit.bench_suite import (
     votes,
 )
 from containmentbench.audit.policy import AuditPolicy
-from containmentbench.audit.score import TIERS
+from containmentbench.audit.score import TIERS, semantic_influence
 from containmentbench.audit.suite_stats import auc, group_rows, prf_interval
 from containmentbench.audit.tables import SIM_NOTE, score_rows
 from containmentbench.integrity import writer
@@ -115,7 +115,7 @@ def auc_rows(records: Sequence[dict[str, Any]], profile: str | None) -> list[dic
     at most k sentences has no chunks (:func:`.evidence.chunks`): its Tier 4 score is the
     whole-source one, the comparison Tier 4 would make (else it would score 0 and rank every
     short page last)."""
-    acc: dict[str, list[tuple[float, float]]] = {}
+    acc: dict[str, list[tuple[float, float, float]]] = {}
     label: dict[str, dict[str, Any]] = {}
     for r in records:
         tb = r["label"]
@@ -124,17 +124,18 @@ def auc_rows(records: Sequence[dict[str, Any]], profile: str | None) -> list[dic
         if not ((tb["positive"] and tb["evidence"] == "semantic")
                 or tb["subfamily"] in HARD_NEGATIVES):
             continue
-        best = (0.0, 0.0)
+        best = (0.0, 0.0, -2.0)
         for s in r["sinks"]:
             if s.tool != tb.get("sink_tool") or s.session != tb.get("sink_session"):
                 continue
             for p in s.pairs:
                 if p.source_id == tb["source_id"]:
                     chunk = p.chunk_best if p.chunk_sims else p.semantic
-                    best = (max(best[0], p.semantic), max(best[1], chunk))
+                    best = (max(best[0], p.semantic), max(best[1], chunk),
+                            max(best[2], semantic_influence(p)))
         acc.setdefault(r["scenario_id"], []).append(best)
         label[r["scenario_id"]] = tb
-    mean = {k: (sum(x[0] for x in xs) / len(xs), sum(x[1] for x in xs) / len(xs))
+    mean = {k: tuple(sum(x[i] for x in xs) / len(xs) for i in range(3))
             for k, xs in acc.items()}
     pos = [mean[k] for k, tb in label.items() if tb["positive"]]
     out = []
@@ -147,7 +148,11 @@ def auc_rows(records: Sequence[dict[str, Any]], profile: str | None) -> list[dic
                     "semantic_positives": len(pos), "negative_scenarios": len(neg),
                     "auc_tier3_whole_source": auc([x[0] for x in pos], [x[0] for x in neg]),
                     "auc_tier4_best_chunk": auc([x[1] for x in pos], [x[1] for x in neg]),
-                    "auc_tiers_3_4_max": auc([max(x) for x in pos], [max(x) for x in neg]),
+                    "auc_tiers_3_4_max": auc([max(x[:2]) for x in pos],
+                                             [max(x[:2]) for x in neg]),
+                    # what decides Tiers 3-4 (issue 34): the best source unit's cosine over
+                    # the best trusted unit's (score.semantic_influence)
+                    "auc_margin_over_trusted": auc([x[2] for x in pos], [x[2] for x in neg]),
                     "positives_median_tier3": _median([x[0] for x in pos]),
                     "negatives_median_tier3": _median([x[0] for x in neg])})
     return out
