@@ -149,6 +149,7 @@ class Answer:
     error: str | None = None
     latency_s: float = 0.0
     tokens: int = 0
+    provider_failed: bool = False  # the error is the provider's (not a malformed reply)
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ class Judge:
             if c.error is not None:
                 self.errors += 1
                 out.append(Answer(None, None, f"judge {self.name}: call failed: {c.error}",
-                                  lat, tokens))
+                                  lat, tokens, provider_failed=True))
                 continue
             try:
                 anyway, conf = parse_answer(c.text)
@@ -298,7 +299,7 @@ class Judge:
         """One question (tests, scripts); a provider error raises, a malformed reply gives
         None."""
         a = self.ask([Question(context_a, source_text, tool, args)])[0]
-        if a.error is not None and a.influenced is None and "call failed" in a.error:
+        if a.provider_failed:
             raise BenchError(f"causal {a.error}", field="judge")
         if a.error is not None:
             return None
