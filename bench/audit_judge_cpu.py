@@ -197,7 +197,7 @@ def main() -> int:
     all_rows = [(v["positive"], bool(v["influenced"])) for v in verdicts]
     lats = sorted(a.latency_s for a in answers)
     p90 = lats[min(len(lats) - 1, int(0.9 * len(lats)))] if lats else None
-    res = {"judge": cfg.label or cfg.model, "judge_config": args.judge, "engine": engine,
+    res = {"judge": "fake" if args.fake is not None else (cfg.label or cfg.model), "judge_config": args.judge, "engine": engine,
            "sampled": len(ids), "asked": len(qs), "no_labelled_sink": dict(missing),
            "judge_calls": judge.calls, "errors": judge.errors, "malformed": judge.unparsed,
            "tokens_per_call": round(judge.tokens / max(judge.calls, 1), 1),
@@ -215,14 +215,13 @@ def main() -> int:
         args.out.write_text(text + "\n")
     brief = {k: v for k, v in res.items() if k != "verdicts"}
     print(json.dumps(brief, indent=1))
-    print(f"judge alone on {len(qs)} labelled sinks ({res['judge']}, {engine}): "
-          + (f"P/R/F1 {ok and res['judge_alone_answered']['precision']}/"
-             f"{ok and res['judge_alone_answered']['recall']}/"
-             f"{ok and res['judge_alone_answered']['f1']} over {len(ok)} answered; "
-             if ok else "no answers; ")
-          + f"{judge.errors + judge.unparsed} errors; median {res['latency_s_median']} s, "
-            f"p90 {res['latency_s_p90']} s per call, batch {res['batch_wall_s']} s",
-          file=sys.stderr)
+    j = res["judge_alone_answered"]
+    prf_text = (f"P/R/F1 {j['precision']}/{j['recall']}/{j['f1']} over {j['n']} answered"
+                if j else "no answers")
+    print(f"judge alone on {len(qs)} labelled sinks ({res['judge']}, {engine}): {prf_text}; "
+          f"{judge.errors} provider errors, {judge.unparsed} malformed; median "
+          f"{res['latency_s_median']} s, p90 {res['latency_s_p90']} s per call, batch "
+          f"{res['batch_wall_s']} s", file=sys.stderr)
     return 0
 
 
