@@ -197,7 +197,8 @@ def main() -> int:
     all_rows = [(v["positive"], bool(v["influenced"])) for v in verdicts]
     lats = sorted(a.latency_s for a in answers)
     p90 = lats[min(len(lats) - 1, int(0.9 * len(lats)))] if lats else None
-    res = {"judge": "fake" if args.fake is not None else (cfg.label or cfg.model), "judge_config": args.judge, "engine": engine,
+    res = {"judge": "fake" if args.fake is not None else (cfg.label or cfg.model),
+           "judge_config": args.judge, "engine": engine,
            "sampled": len(ids), "asked": len(qs), "no_labelled_sink": dict(missing),
            "judge_calls": judge.calls, "errors": judge.errors, "malformed": judge.unparsed,
            "tokens_per_call": round(judge.tokens / max(judge.calls, 1), 1),
