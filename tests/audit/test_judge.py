@@ -222,3 +222,39 @@ def test_replay_kind_follows_the_backend() -> None:
 
     assert kind("sim") == kind("scripted") == "replay_sim_oracle"
     assert kind("vllm") == kind("openai") == "replay_real"
+
+
+def _sink(seq, pairs, probed=False):
+    from containmentbench.audit.auditor import SinkAudit
+
+    return SinkAudit({}, seq, "send_email", {"to": "a"}, 0, pairs,
+                     {p.source_id: (0, seq) for p in pairs}, {}, False, False, False,
+                     probed=probed)
+
+
+def _pair(sid, canary=0.0):
+    from containmentbench.audit.score import Pair
+
+    return Pair(sid, f"text of {sid}", [("content", "x")], False, False, canary=canary)
+
+
+def test_questions_skip_explicit_evidence_and_replayed_sinks_and_batch_once() -> None:
+    from containmentbench.audit.auditor import judge_questions, judge_sinks, verdict
+
+    ev = [{"seq": 0, "kind": "user_goal", "agent_instance": "a", "text": "goal"},
+          {"seq": 1, "kind": "model_call", "agent_instance": "a", "text": "send it"},
+          {"seq": 2, "kind": "commit", "agent_instance": "a"},
+          {"seq": 3, "kind": "model_call", "agent_instance": "a", "text": "again"},
+          {"seq": 4, "kind": "commit", "agent_instance": "a"}]
+    th = load_audit_policy().thresholds
+    a, b = _sink(2, [_pair("s1"), _pair("s2", canary=1.0)]), _sink(4, [_pair("s3")], True)
+    qs = judge_questions([a, b], ev, th)
+    assert [(s.seq, p.source_id) for s, p, _ in qs] == [(2, "s1")]
+    assert qs[0][2].context_a == "[user_goal] goal" and qs[0][2].source_text == "text of s1"
+    every = judge_questions([a, b], ev, th, everything=True)
+    assert [(s.seq, p.source_id) for s, p, _ in every] == [(2, "s1"), (2, "s2")]
+    fake = FakeBackend('{"would_call_anyway": false, "confidence": 0.4}')
+    judge_sinks(every, Judge(fake))
+    assert fake.batches == [2] and a.causal_source == "judge" and a.error is None
+    v = verdict(a, th)
+    assert v["audited"] and v["decided"]["s1"] == ("judge", 0.4)
