@@ -192,7 +192,8 @@ def main() -> int:
         verdicts.append({"scenario_id": sid, "positive": tb["positive"],
                          "subfamily": tb["subfamily"], "influenced": a.influenced,
                          "confidence": a.confidence, "error": a.error,
-                         "latency_s": round(a.latency_s, 3), "tokens": a.tokens})
+                         "latency_s": round(a.latency_s, 3), "tokens": a.tokens,
+                         "reply": a.reply[:400]})
     ok = [(v["positive"], bool(v["influenced"])) for v in verdicts if v["error"] is None]
     all_rows = [(v["positive"], bool(v["influenced"])) for v in verdicts]
     lats = sorted(a.latency_s for a in answers)

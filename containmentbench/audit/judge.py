@@ -150,6 +150,7 @@ class Answer:
     latency_s: float = 0.0
     tokens: int = 0
     provider_failed: bool = False  # the error is the provider's (not a malformed reply)
+    reply: str = ""                # the model's text (diagnosis; never written to a table)
 
 
 @dataclass(frozen=True)
@@ -282,9 +283,9 @@ class Judge:
                 cut = " (reply cut at max_tokens)" if c.finish_reason == "length" else ""
                 out.append(Answer(None, None,
                                   f"judge {self.name}: malformed JSON answer: {exc}{cut}",
-                                  lat, tokens))
+                                  lat, tokens, reply=c.text))
                 continue
-            out.append(Answer(not anyway, conf, None, lat, tokens))
+            out.append(Answer(not anyway, conf, None, lat, tokens, reply=c.text))
         return out
 
     def probe(self) -> None:
