@@ -85,6 +85,18 @@ def test_provider_error_is_an_error_not_a_verdict() -> None:
     assert a.influenced is None and a.confidence is None and "HTTP 500" in a.error
 
 
+def test_an_engine_that_dies_gives_error_answers_not_a_crash() -> None:
+    class Dead(FakeBackend):
+        def generate(self, reqs):
+            raise TimeoutError("RPC call to execute_model timed out.\nmore")
+
+    j = Judge(Dead(""), model="m")
+    out = j.ask([Question("ctx", "src", "send_email", {})] * 3)
+    assert [a.influenced for a in out] == [None] * 3 and j.errors == 3
+    assert all(a.provider_failed and a.error == "judge fake model m: call failed: engine "
+               "failed: TimeoutError: RPC call to execute_model timed out." for a in out)
+
+
 def test_malformed_answer_is_an_error_answer() -> None:
     j = Judge(FakeBackend("I think it would call it anyway."))
     a = j.ask([Question("ctx", "src", "send_email", {})])[0]
