@@ -201,8 +201,11 @@ def _labelled(rows: list[dict[str, Any]]) -> Any:
 
 
 def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool = True,
-                out: str | Path | None = None, log: Any = sys.stderr, judge: Any = None,
+                out: str | Path | None = None, log: Any = None, judge: Any = None,
                 replay_real: bool = False, canary: bool = False) -> dict[str, Any]:
+    # the stream at call time: a default of sys.stderr bound whatever stream was current at
+    # import (a closed capture after the first CLI test in one process)
+    log = log if log is not None else sys.stderr
     run_dir = Path(run_dir)
     out_dir = check_audit_out(run_dir, out)
     if judge is not None:
