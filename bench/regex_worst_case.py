@@ -32,7 +32,6 @@ from tests.regex_catalog import USES, Use, adversarial  # noqa: E402
 OLD: dict[str, Callable[[str], object]] = {
     "containmentbench.report.integrity.email_domains":
         re.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)").findall,
-    "containmentbench.audit.judge.json_span": re.compile(r"\{.*\}", re.S).search,
     "containmentbench.attacks.mutation.template_body":
         re.compile(r"<template>(.*?)</template>", re.S).search,
 }

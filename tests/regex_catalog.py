@@ -125,8 +125,8 @@ USES: tuple[Use, ...] = (
         call(lambda t: specificity.tokens(t)),
         ("de89 ", "1234 ", "+1 ", "a@b.com ", "http://a.io/", "a.b.com ", "1, ")),
     _s(canary, "_STRIP", " [ref ", " [ref NT-", " [ref NT-0a0a-0a0a", "NT-0a0a-"),
-    Use("containmentbench.audit.judge.json_span", None, call(judge.json_span),
-        ("{", '{"a', "}", "{}")),
+    Use("containmentbench.audit.judge.parse", None, call(judge.parse),
+        ("{", '{"a', "}", "{}", "```", "```json\n{")),
     # models: a provider's error body, redacted before it is written anywhere
     _s(redact, "_SCHEME", "Bearer", "Bearer ", "Basic ", "Basic AAAAAAA", "bearer\t"),
     _s(redact, "_NAMED", "authorization", "api_key", "api-key=", 'password"', "passwd : ",

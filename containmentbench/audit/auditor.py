@@ -10,7 +10,14 @@ when any pair is decided positive (paper 001 §4.1 "Propagation detection").
 Every sink ends in one causal state: ``explicit`` (a tier decided it), ``cause`` (a probe
 found the source necessary), ``probed_no_cause`` (probed, the sink did not depend on it),
 ``not_probed`` (explicit evidence found nothing and the backend could not replay: never "no
-cause"), or ``no_lineage`` (no untrusted content reached the sink's context).
+cause"), ``no_lineage`` (no untrusted content reached the sink's context), or ``error`` (a
+judge call failed or answered malformed JSON and nothing else decided the sink: no verdict).
+
+``causal_source`` says which causal mechanism probed the sink: ``none``, ``judge`` (the §4.3
+counterfactual judge, a served model), ``replay_real`` (replay with the real model that
+produced the trace, from its seed) or ``replay_sim_oracle`` (replay of the simulated agent:
+it reproduces the very mechanism that made the trace, so its verdicts are an oracle upper
+bound, kept apart from the detector's figures).
 
 Alongside, per sink: the trace's logged taint (the commit's label set, and the proposal's
 field-level taint) and the FIDES-style IFC verdict (:mod:`.ifc`), so the logged-vs-audited
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from containmentbench.audit import dcpg as dcpg_mod
+from containmentbench.audit.judge import Question, decision_context
 from containmentbench.audit.policy import AuditPolicy, Thresholds
 from containmentbench.audit.replay import Replayer, probe
 from containmentbench.audit.score import (
@@ -63,6 +71,8 @@ class SinkAudit:
     fides_conf: bool = False
     probed: bool = False
     replay_ok: bool | None = None     # baseline replay reproduced the trace's sink calls
+    causal_source: str = "none"       # none | judge | replay_real | replay_sim_oracle
+    error: str | None = None          # a judge error on this sink (no judge verdict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -141,35 +151,50 @@ def probe_sinks(sinks: list[SinkAudit], replayer: Replayer | None,
         if not s.replay_ok:  # the backend does not reproduce the trace: no causal verdict
             continue
         s.probed = True
+        s.causal_source = replayer.kind
         causes, conj = probe(replayer, s.tool, s.args, [p.source_id for p in cands], original)
         for p in cands:
             p.cause = p.source_id in causes
             p.conjunctive = conj and p.cause
 
 
-def judge_sinks(sinks: list[SinkAudit], judge: Any, events: list[dict[str, Any]],
-                th: Thresholds) -> None:
-    """The §4.3 judge fallback for sinks whose rollout cannot be replayed."""
+def judge_questions(sinks: list[SinkAudit], events: list[dict[str, Any]], th: Thresholds,
+                    everything: bool = False) -> list[tuple[SinkAudit, Pair, Question]]:
+    """The §4.3 judge's questions for one rollout's sinks that no replay probed: one per
+    (sink, source lineage) without explicit evidence (every lineage with ``everything``,
+    as the labelled suite's ablations need)."""
     by_seq = {e["seq"]: e for e in events}
+    out = []
     for s in sinks:
         if s.probed:
             continue
-        cands = [p for p in s.pairs if explicit_tier(p, th)[0] is None]
-        if not cands:
+        inst = by_seq[s.seq].get("agent_instance") or ""
+        ctx = None
+        for p in s.pairs:
+            if not everything and explicit_tier(p, th)[0] is not None:
+                continue
+            if ctx is None:
+                ctx = decision_context(events, inst, s.seq)
+            out.append((s, p, Question(ctx, p.source_text, s.tool, s.args)))
+    return out
+
+
+def judge_sinks(todo: list[tuple[SinkAudit, Pair, Question]], judge: Any) -> None:
+    """Every question in one batched judge call; an answer sets the pair's cause, an error
+    marks the sink (an error row unless another tier decides it), never a verdict."""
+    answers = judge.ask([q for _, _, q in todo])
+    for (s, p, _), a in zip(todo, answers, strict=True):
+        s.causal_source = "judge"
+        if a.error is not None:
+            s.error = s.error or a.error
             continue
-        from containmentbench.audit.judge import history
-        ctx = history(events, by_seq[s.seq].get("agent_instance") or "", s.seq)
-        asked = False
-        for p in cands:
-            v = judge.influenced(ctx, p.source_text, s.tool, s.args)
-            if v is not None:
-                asked = True
-                p.cause, p.cause_conf, p.cause_tier = v[0], v[1], "judge"
-        s.probed = s.probed or asked
+        s.probed = True
+        p.cause, p.cause_conf, p.cause_tier = a.influenced, a.confidence, "judge"
 
 
 def causal_state(s: SinkAudit, tier: str | None, tiers: frozenset[str] = ALL_TIERS) -> str:
-    """explicit | cause | probed_no_cause | not_probed | no_lineage (module docstring)."""
+    """explicit | cause | probed_no_cause | not_probed | no_lineage | error (module
+    docstring)."""
     if not s.pairs:
         return "no_lineage"
     if tier in ("counterfactual", "judge"):
@@ -177,6 +202,8 @@ def causal_state(s: SinkAudit, tier: str | None, tiers: frozenset[str] = ALL_TIE
     if tier is not None:
         return "explicit"
     causal_on = bool(tiers & {"counterfactual", "judge"})
+    if s.error is not None and causal_on:
+        return "error"
     return "probed_no_cause" if s.probed and causal_on else "not_probed"
 
 

@@ -10,6 +10,13 @@ the replay no longer commits the same call (same tool, same canonical arguments)
 One probe per tainted source lineage; when no single probe changes the sink but several
 sources reach it, one joint probe tests conjunctive causes (§4.3 "Handling multiple sources":
 both are then reported). Replays are counted separately from the audit's own cost.
+
+Whose replay it is matters (:attr:`Replayer.kind`): replaying the simulated agent (``sim``,
+``scripted``) re-runs the very rule that made the trace, so a removed sink proves what the
+simulator was written to do: an oracle upper bound (``replay_sim_oracle``), never a
+detector's figure. Replaying the real model that produced the trace, from the trace's seed
+(``replay_real``: vLLM's seeded sampling), is a measurement; a baseline replay that does
+not reproduce the trace's sink calls leaves the sink "not probed".
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from containmentbench.runtime.episode import Episode, RolloutSpec, RuntimeConfig
 from containmentbench.scenarios.model import Scenario
 
 PLACEHOLDER = "No relevant information found."
+# backends whose replay re-runs the trace's own generating rule (no model)
+ORACLE_BACKENDS = frozenset({"sim", "scripted"})
 TEXT_FIELD = {"emails": "body", "documents": "body", "crm": "notes", "memory": "value",
                "agent_messages": "text"}
 
@@ -97,6 +106,12 @@ class Replayer:
     backend: ModelBackend
     sinks: frozenset[str]
     replays: int = 0
+
+    @property
+    def kind(self) -> str:
+        """``replay_sim_oracle`` for the simulated agent, ``replay_real`` for a model."""
+        name = getattr(self.backend, "name", "")
+        return "replay_sim_oracle" if name in ORACLE_BACKENDS else "replay_real"
 
     def __post_init__(self) -> None:
         self._cache: dict[frozenset[str], Counter[tuple[str, str]]] = {}

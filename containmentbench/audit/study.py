@@ -15,7 +15,14 @@ Counterfactual replays need a backend that reproduces a trace from its seed: the
 agent always; a real backend with per-request seeds (vLLM's seeded sampling) with
 ``replay_real`` (it loads the model). Every replay is checked first (a baseline replay must
 reproduce the trace's sink calls): a sink that cannot be replayed is "not probed", never "no
-cause".
+cause". The simulated agent's replay is an oracle upper bound (:mod:`.replay`): each sink row
+names its ``causal_source``, and the summary counts what the detector attributes without it
+(``audited_without_oracle``) apart from what only the oracle adds (``audited_oracle_only``).
+
+The §4.3 judge (:mod:`.judge`), when given, is probed once before any work (unreachable or
+malformed: one line, exit 2, nothing written) and then asked every question of the run in one
+batched call; a judge error is an error row (``error``, causal state ``error``), never a
+verdict.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,7 @@ from containmentbench.audit.auditor import (
     annotate,
     collect,
     embed,
+    judge_questions,
     judge_sinks,
     original_calls,
     probe_sinks,
@@ -197,10 +206,15 @@ def _labelled(rows: list[dict[str, Any]]) -> Any:
 
 
 def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool = True,
-                out: str | Path | None = None, log: Any = sys.stderr, judge: Any = None,
+                out: str | Path | None = None, log: Any = None, judge: Any = None,
                 replay_real: bool = False, canary: bool = False) -> dict[str, Any]:
+    # the stream at call time: a default of sys.stderr bound whatever stream was current at
+    # import (a closed capture after the first CLI test in one process)
+    log = log if log is not None else sys.stderr
     run_dir = Path(run_dir)
     out_dir = check_audit_out(run_dir, out)
+    if judge is not None:
+        judge.probe()  # unreachable or malformed: one line naming the backend, before any work
     clock = {"dcpg": 0.0, "tier12": 0.0, "tier34": 0.0, "causal": 0.0}
     t0 = time.perf_counter()
     dirs = trace_shards(run_dir)
@@ -246,25 +260,39 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     replays = {}
     canary_hits = 0
     judge_calls_of: dict[str, int] = {}
+    questions = []
     for row, evs, sinks, graph, orig in per:
-        u0, j0 = time.perf_counter(), judge.calls if judge is not None else 0
+        u0 = time.perf_counter()
         rep = replayer_for(row) if replayer_for and sinks else None
         if canary and rep is not None:  # Tier 1 live: the instrumented replay (canary.py)
             canary_hits += _canary(rep, sinks, orig, sorted(graph["sources"]))
         probe_sinks(sinks, rep, orig, th, everything=everything)
         if judge is not None and sinks:
-            judge_sinks(sinks, judge, evs or [], th)
+            asked = judge_questions(sinks, evs or [], th, everything)
+            questions += asked
+            judge_calls_of[row["rollout_id"]] = len(asked)
         replays[row["rollout_id"]] = rep.replays if rep else 0
         unit_ms[row["rollout_id"]]["causal"] = 1000 * (time.perf_counter() - u0)
-        judge_calls_of[row["rollout_id"]] = (judge.calls if judge is not None else 0) - j0
+    if judge is not None:  # every question of the run in one batched call
+        tj = time.perf_counter()
+        judge_sinks(questions, judge)
+        # the batch's time shared over the rollouts by their number of questions
+        per_q = 1000 * (time.perf_counter() - tj) / max(1, len(questions))
+        for rid, n in judge_calls_of.items():
+            unit_ms[rid]["causal"] = unit_ms[rid].get("causal", 0.0) + per_q * n
     t3 = time.perf_counter()
     clock["causal"] = t3 - t2
     sink_rows = []
+    without_oracle = 0
     for _, _, sinks, graph, _ in per:
         for s in sinks:
             v = verdict(s, th, policy.tiers)
             annotate(graph, s, v)
             sink_rows.append(sink_record(s, v))
+            if v["audited"] and s.causal_source == "replay_sim_oracle":
+                # the detector's own figure: the same sink without the oracle's verdicts
+                v = verdict(s, th, policy.tiers - {"counterfactual"})
+            without_oracle += bool(v["audited"])
     roll_rows = gap_rows(rows, sink_rows, replays)
     simulated = any(r["backend"] == "sim" for r in rows)
     writer.ensure_dir(out_dir, KIND)
@@ -306,6 +334,12 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     summary = {"policy": policy.to_dict(), "policy_hash": policy.hash,
                "rollouts": len(rows), "sinks": len(sink_rows),
                "audited": sum(r["audited"] for r in sink_rows),
+               # the detector's figure apart from the simulated agent's oracle replay
+               "audited_without_oracle": without_oracle,
+               "audited_oracle_only": sum(r["audited"] for r in sink_rows) - without_oracle,
+               "causal_sources": dict(sorted(Counter(
+                   r["causal_source"] for r in sink_rows).items())),
+               "judge_errors": sum(r["error"] is not None for r in sink_rows),
                "replays": sum(replays.values()),
                "implicit_analysis": "+".join(
                    [m for m, on in (("replay", replayer_for is not None and any(
@@ -314,6 +348,7 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                    or "not run (no replayable backend, no judge)",
                "judge_calls": judge_calls, "judge_unparsed":
                    judge.unparsed if judge is not None else 0,
+               "judge": judge.name if judge is not None else None,
                "labelled_suite": suite is not None, "replay_real": replay_real,
                "adapter": adapter, "canary_replay": canary, "canary_hits": canary_hits,
                "embedding": {"package": MODEL_PACKAGE, "version": package_version(),
@@ -326,8 +361,12 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "simulated_agent": simulated}
     encoded = getattr(emb, "encoded", None)  # depends on the cache: logged, never hashed
     writer.write_json(out_dir / "summary.json", summary, kind=KIND)
-    print(f"audit: {len(rows)} rollouts, {len(sink_rows)} sinks, {summary['audited']} "
-          f"attributed, {summary['replays']} replays; dcpg {clock['dcpg']:.1f} s, tiers 1-2 "
+    oracle = summary["audited_oracle_only"]
+    print(f"audit: {len(rows)} rollouts, {len(sink_rows)} sinks, {without_oracle} attributed"
+          + (f" (+{oracle} by the simulated agent's oracle replay, an upper bound)"
+             if oracle else "")
+          + (f", {summary['judge_errors']} judge error rows" if summary["judge_errors"] else "")
+          + f", {summary['replays']} replays; dcpg {clock['dcpg']:.1f} s, tiers 1-2 "
           f"{clock['tier12']:.1f} s, tiers 3-4 {clock['tier34']:.1f} s ({encoded} texts "
           f"encoded), causal {clock['causal']:.1f} s, total {time.perf_counter() - t0:.1f} s; "
           f"wrote {out_dir} ({len(written)} table files)", file=log)

@@ -26,7 +26,11 @@ SINKS = pa.schema([("rollout_id", pa.string()), ("stage", pa.string()),
                    ("causal", pa.string()), ("probed", pa.bool_()),
                    ("replay_ok", pa.bool_()), ("logged_node", pa.bool_()),
                    ("logged_field", pa.bool_()), ("fides", pa.bool_()),
-                   ("fides_conf", pa.bool_())])
+                   ("fides_conf", pa.bool_()),
+                   # none | judge | replay_real | replay_sim_oracle (audit/auditor.py)
+                   ("causal_source", pa.string()),
+                   # a judge call that failed or answered malformed JSON (no judge verdict)
+                   ("error", pa.string())])
 ROLLOUTS = pa.schema([("rollout_id", pa.string()), ("stage", pa.string()),
                       ("defense", pa.string()), ("model", pa.string()), ("seed", pa.int64()),
                       ("sinks", pa.int32()), ("audited", pa.int32()), ("logged", pa.int32()),
@@ -54,7 +58,8 @@ def sink_record(s: SinkAudit, v: dict[str, Any]) -> dict[str, Any]:
             "confidence": v["confidence"], "sources": v["sources"], "path": v["path"],
             "conjunctive": v["conjunctive"], "causal": v["causal"], "probed": s.probed,
             "replay_ok": s.replay_ok, "logged_node": s.logged_node,
-            "logged_field": s.logged_field, "fides": s.fides, "fides_conf": s.fides_conf}
+            "logged_field": s.logged_field, "fides": s.fides, "fides_conf": s.fides_conf,
+            "causal_source": s.causal_source, "error": s.error}
 
 
 def check_audit_out(run_dir: str | Path, out: str | Path | None, force: bool = False) -> Path:

@@ -1,6 +1,7 @@
 """``containmentbench audit ...``: the offline provenance audit (paper 001).
 
     audit run RUN_DIR [--policy FILE] [--no-replay]   audit every trace, write RUN_DIR/audit/
+        [--judge NAME|FILE]                            with the §4.3 counterfactual judge
     audit policy FILE                                  validate an audit policy
     audit suite build [--out DIR] [--check]            the labelled TaintBench-style suite
     audit suite run --out DIR [--runs 5] [KEY=VALUE]   roll out the suite into a run folder,
@@ -46,12 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="redo the audit of a frozen study (old bytes kept under .replaced-N/)")
     r.add_argument("--batch-size", type=T.positive_int, default=64,
                    help="embedding batch size")
-    r.add_argument("--judge-backend", default=None,
-                   help="causal-judge fallback for traces that cannot be replayed (paper 001 "
-                        "§4.3): a backend name, e.g. openai")
-    r.add_argument("--judge-model", default=None, help="the judge's model id")
-    r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="judge backend option (e.g. base_url=http://localhost:8000/v1)")
+    _judge_options(r)
     r.set_defaults(func=cmd_run)
     c = asub.add_parser("policy", help="validate an audit policy YAML and print its hash")
     c.add_argument("file", type=Path, help="an audit policy YAML to check and print")
@@ -76,10 +72,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="audit policy YAML (default: the packaged one)")
     u.add_argument("--every", type=T.positive_int, default=1,
                    help="every n-th scenario only (quick checks)")
+    _judge_options(u)
     u.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="study config overrides, e.g. model=sim backend=sim "
                         "'study.models=[sim_never_follow]'")
     u.set_defaults(func=cmd_suite_run)
+
+
+def _judge_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--judge", default=None, metavar="NAME|FILE",
+                   help="the counterfactual judge (paper 001 §4.3) for sinks no replay "
+                        "probes: a judge YAML (backend, model, max_tokens, options; greedy "
+                        "decoding) or a packaged name, e.g. qwen2_5_coder_0_5b_cpu (vLLM's "
+                        "CPU engine); probed before any work")
+    p.add_argument("--judge-backend", default=None,
+                   help="the judge given inline instead of --judge: a backend name, e.g. "
+                        "openai")
+    p.add_argument("--judge-model", default=None, help="the judge's model id")
+    p.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="judge backend option (e.g. base_url=http://localhost:8000/v1)")
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
@@ -102,18 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_audit_out(args.run_dir, args.out, args.force)
     from containmentbench.audit.embed import Embedder
 
-    judge = None
-    if args.judge_backend:
-        from containmentbench.audit.judge import Judge
-        from containmentbench.cli.rollout_cmd import parse_options
-        from containmentbench.models.base import BackendConfig, make_backend
-
-        if not args.judge_model:
-            raise BenchError("--judge-backend needs --judge-model", field="judge-model")
-        judge = Judge(make_backend(BackendConfig(name=args.judge_backend,
-                                                 model=args.judge_model, max_tokens=256,
-                                                 temperature=0.0,
-                                                 options=parse_options(args.judge_option))))
+    judge = judge_from_args(args)
     with writer.forcing(args.force):
         info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
                            replay=not args.no_replay and args.replay != "off", out=args.out,
@@ -121,6 +121,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     if info["simulated_agent"]:
         print(SIM_LABEL.strip(), file=sys.stderr)
     return 0
+
+
+def judge_from_args(args: argparse.Namespace) -> object | None:
+    """The judge of ``--judge`` or ``--judge-backend``/``--judge-model`` (options of
+    ``--judge-option`` added to either), or None."""
+    from dataclasses import replace
+
+    from containmentbench.audit.judge import Judge, JudgeConfig, load_judge_config
+    from containmentbench.cli.rollout_cmd import parse_options
+
+    if args.judge and args.judge_backend:
+        raise BenchError("give --judge or --judge-backend, not both", field="judge")
+    if args.judge:
+        cfg = load_judge_config(args.judge)
+    elif args.judge_backend:
+        if not args.judge_model:
+            raise BenchError("--judge-backend needs --judge-model", field="judge-model")
+        cfg = JudgeConfig(args.judge_backend, args.judge_model)
+    else:
+        if args.judge_model or args.judge_option:
+            raise BenchError("--judge-model/--judge-option need --judge or --judge-backend",
+                             field="judge")
+        return None
+    cfg = replace(cfg, options={**cfg.options, **parse_options(args.judge_option)})
+    return Judge.from_config(cfg)
 
 
 def cmd_suite_build(args: argparse.Namespace) -> int:
@@ -153,9 +178,10 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     from containmentbench.audit.embed import Embedder
     from containmentbench.audit.study import audit_study, check_audit_out
 
+    judge = judge_from_args(args)  # a bad judge config: one line before the roll-out
     run = roll_out(args.out, args.overrides, args.runs, args.every)
     check_audit_out(run, None)
-    info = audit_study(run, pol, Embedder(), replay_real=True)
+    info = audit_study(run, pol, Embedder(), replay_real=True, judge=judge)
     print(f"wrote {args.out}" + (SIM_LABEL if info["simulated_agent"] else ""),
           file=sys.stderr)
     return 0
