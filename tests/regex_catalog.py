@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 from containmentbench import escape
 from containmentbench.attacks import follow, funnel, mutation
-from containmentbench.audit import canary, carry, evidence, judge, specificity
+from containmentbench.audit import canary, carry, evidence, judge, specificity, suite_check
 from containmentbench.cim import otlp_shape
 from containmentbench.integrity import paths, reading
-from containmentbench.models import redact
+from containmentbench.models import redact, serving
 from containmentbench.parser import aliases, layers, resolve, syntax
 from containmentbench.report import build, cases, integrity, serve
 from containmentbench.report import html as report_html
 from containmentbench.runtime import provenance
 from containmentbench.sandbox import values
 from containmentbench.sandbox.tools import TOOLS
-from containmentbench.scenarios import literal
+from containmentbench.scenarios import builder, literal
 from containmentbench.scenarios import model as scenario_model
 
 
@@ -112,6 +112,11 @@ USES: tuple[Use, ...] = (
     _s(evidence, "_TOKEN", "a.", "a@", "a%+-", "."),
     _s(evidence, "_SENT", ". ", "!", " "),
     _s(evidence, "_WS", " ", "\t\n", " a "),
+    _s(evidence, "_CANARY_SUFFIX", " ", "[ref NT-", "[ref NT-0a0a-", " [ref NT-0a0a-0a0a"),
+    _s(evidence, "_CLAUSE", ", ", " then ", " then", "; "),
+    _s(suite_check, "_NUMBER", "0", "0,", "0.-", "0-0"),
+    _s(serving, "_QUANT", "Q4", "IQ4_", "Q4_K_", "_0", "BF1"),
+    _s(builder, "_PLAN_FIELD", "plans.", "plans.a[", "plans.a[0", "[0]"),
     _s(evidence, "_WORD", "a.", "a@", "a,", "a'-", "a%+,/:'-", "."),
     _s(carry, "_SENT", ". ", "!", " "),
     # audit: Tier 2's specificity (one pass over words, anchored checks per word)

@@ -81,12 +81,13 @@ ORACLE_CONFIGS = (
 
 def causal_source(p: Pair, s: SinkAudit) -> str:
     """none | judge | replay_real | replay_sim_oracle: what found the pair's cause."""
+    # a recorded mechanism wins; "none" (the auditor's default before any probe) says nothing
     for holder in (p, s):
         v = getattr(holder, "causal_source", None)
-        if isinstance(v, str):
+        if isinstance(v, str) and v != "none":
             return v
     v = s.extra.get("causal_source") if isinstance(s.extra, dict) else None
-    if isinstance(v, str):
+    if isinstance(v, str) and v != "none":
         return v
     if not p.cause:
         return "none"

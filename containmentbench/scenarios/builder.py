@@ -69,12 +69,15 @@ def _inputs(src: Path) -> list[tuple[Path, int, Any]]:
     return out
 
 
+_PLAN_FIELD = re.compile(r"plans\.(\w+)\[(\d+)\](.*)")
+
+
 def _minimal_field(fld: str | None, origin: dict[str, list[str]]) -> str | None:
     """A full record's field in the minimal record's terms: ``plans.benign[1].args`` ->
     ``reference_plan[1].args``, ``initial_state.emails[0].to`` -> ``world.emails[0].to``."""
     if not fld:
         return fld
-    m = re.match(r"plans\.(\w+)\[(\d+)\](.*)", fld)
+    m = _PLAN_FIELD.match(fld)
     if m and int(m.group(2)) < len(origin.get(m.group(1), [])):
         at = origin[m.group(1)][int(m.group(2))]
         return "injection.args" if at == "injection" and m.group(3).startswith(".args") \

@@ -56,6 +56,10 @@ def test_the_sink_sees_goal_trusted_reads_and_earlier_trusted_outputs_only() -> 
     assert sinks[-1].pairs[0].trusted == last.trusted
 
 
+# a sink argument long enough for Tiers 3-4 (score.MIN_SEMANTIC_WORDS)
+SINK = "SINK text of four words"
+
+
 class Fixed:
     """Embeddings chosen so the cosines are the given numbers (unit vectors in 3-d)."""
 
@@ -65,7 +69,7 @@ class Fixed:
     def encode(self, texts):
         out = []
         for t in texts:
-            if t == "SINK":
+            if t == SINK:
                 out.append([1.0, 0.0, 0.0])
             elif t.startswith("trusted"):
                 out.append([self.ct, (1 - self.ct ** 2) ** 0.5, 0.0])
@@ -75,7 +79,7 @@ class Fixed:
 
 
 def _pair(cs: float, ct: float, trusted=("trusted goal",)) -> Pair:
-    p = Pair("s", "page", [("content", "SINK")], retrieved=False, safe_control=False,
+    p = Pair("s", "page", [("content", SINK)], retrieved=False, safe_control=False,
              trusted=trusted)
     score_embedded(p, Fixed(cs, ct), 2)
     return p
