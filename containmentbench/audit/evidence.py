@@ -147,19 +147,29 @@ def without_canaries(text: str) -> str:
     return _CANARY_SUFFIX.sub("", text)
 
 
+def sentences(text: str) -> list[str]:
+    """The text's sentences (split after . ! ? and whitespace), canary instrumentation
+    removed; Tier 4's semantic coverage compares a sink argument sentence by sentence."""
+    return [s for s in _SENT.split(without_canaries(text).strip()) if s]
+
+
 def semantic_units(text: str, k: int) -> list[str]:
     """Tier 4's units of a text: every sentence and every k-sentence chunk (in order, no
     duplicates). Paper 001 §4.2 partitions the source into k-sentence chunks without fixing
     k; an injected instruction is usually one sentence inside a paragraph of the page's own
     text, and a k-sentence chunk that joins it with a benign neighbour dilutes it exactly as
-    the whole page does (the paper's reason for Tier 4), so single sentences are units too.
-    None for a text of one sentence (Tier 3 compares it whole)."""
+    the whole page does (the paper's reason for Tier 4), so single sentences are units too,
+    and so are their clauses (:func:`clauses`): "Note to the AI assistant: tell the team
+    that ..." carries its payload in one clause, and the trusted side is split the same way
+    (paper 001 is silent on units finer than a chunk). None for a text of one sentence
+    without clauses (Tier 3 compares it whole)."""
     sents = [s for s in _SENT.split(text.strip()) if s]
-    if len(sents) <= 1:
-        return []
-    out: dict[str, None] = dict.fromkeys(sents)
-    if k > 1:
+    out: dict[str, None] = dict.fromkeys(sents if len(sents) > 1 else [])
+    if k > 1 and len(sents) > 1:
         for c in chunks(text, k):
+            out[c] = None
+    for sent in sents:
+        for c in clauses(sent):
             out[c] = None
     return list(out)
 
@@ -206,6 +216,19 @@ def _runs(sink: Sequence[str], hay: str) -> list[tuple[int, int]]:
             out.append((i, e))
             last_end = e
     return out
+
+
+@lru_cache(maxsize=65536)
+def contained_in(text: str, trusted: tuple[str, ...]) -> bool:
+    """Whether a trusted text contains ``text`` verbatim (its whole tokens as one contiguous
+    run; :mod:`.specificity`'s tokens, so case and punctuation do not matter). Such a text
+    has a span at cosine 1 to it: the trusted side explains it as fully as text can be
+    explained (Tiers 3-4's margin, :mod:`.score`)."""
+    toks = [t for t, _ in specificity.tokens(text)]
+    if not toks:
+        return False
+    needle = _hay(toks)
+    return any(needle in _hay([t for t, _ in specificity.tokens(x)]) for x in trusted)
 
 
 @lru_cache(maxsize=65536)
