@@ -352,6 +352,18 @@ class Study:
                 (s.id, shard_key(data, s)) for s in self.shards if s.model == w.model))
         return self._plans[w.model]
 
+    def audit_judge(self) -> dict[str, str]:
+        """The audit rule's ``judge`` param: the sha256 of the study's judge identity
+        (``study.audit.judge``; audit/judge_config.py), so another judge reruns the audit
+        (the rule's command reads the judge from the run's config.yaml). Empty without a
+        judge: the rule's params are then those of a study written before the key existed,
+        and its audit is not rerun."""
+        from containmentbench.audit.judge_config import judge_identity
+        from containmentbench.config.compose import study_judge
+
+        cfg = study_judge(self.data)
+        return {} if cfg is None else {"judge": judge_identity(cfg)["sha256"]}
+
     @staticmethod
     def code(layer: str) -> str:
         """The code version of the metric or analysis layer (``pipeline/content.py``): a
