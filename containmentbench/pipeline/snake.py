@@ -153,6 +153,7 @@ class Study:
                 repair_adapter_run(data, sh)
         self._by_id = {s.id: s for s in self.shards}
         if main_process and not dryrun:
+            probe_served_judge(self.data)
             from containmentbench.pipeline.locks import handle_stale_locks
 
             # before Snakemake takes its lock; touches .snakemake/ only, never the study
@@ -440,6 +441,24 @@ class Study:
             if c.get("account"):
                 res["slurm_account"] = c["account"]
         return res
+
+
+def probe_served_judge(data: dict[str, Any]) -> None:
+    """The study's §4.3 judge asked its probe question before any job, when a server serves
+    it (backend openai: one HTTP call): unreachable or malformed is one line naming the
+    backend, exit 2, before ``onstart`` rewrites the run's config.yaml. An in-process judge
+    (vllm, hf) is probed by the audit job itself (loading its engine here would hold every
+    run's start); that job then fails the same way, its outputs untouched."""
+    from containmentbench.config.compose import study_judge
+
+    cfg = study_judge(data)
+    if cfg is not None and cfg.backend == "openai":
+        from containmentbench.audit.judge import Judge
+
+        try:
+            Judge.from_config(cfg).probe()
+        except BenchError as exc:
+            raise BenchError(exc.detail, field="study.audit.judge") from None
 
 
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:
