@@ -10,7 +10,8 @@ named by their file stem (``qwen2_5_coder_0_5b_cpu``). Every bad field is one li
 A judge's identity (:func:`judge_identity`) is its resolved settings with a sha256 over the
 canonical JSON of what decides its verdicts: the operational options of the backend (where
 the server listens, time-outs, retries, concurrency: ``pipeline/plan.OPERATIONAL_OPTIONS``)
-do not enter the hash, as they do not enter a shard key. This module imports nothing heavy:
+do not enter the hash, as they do not enter a shard key (paper 001 is silent on recording
+the judge; this is what keeps audits by different judges apart). This module imports nothing heavy:
 the study composition (``config/compose.py``) validates a study's judge with it.
 """
 
