@@ -349,6 +349,11 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
                "judge_calls": judge_calls, "judge_unparsed":
                    judge.unparsed if judge is not None else 0,
                "judge": judge.name if judge is not None else None,
+               # who judged (backend, model, label, settings and their sha256): audits by
+               # different judges are never mixed. Only with a judge, so the summary of an
+               # audit without one keeps its bytes (reproduce compares them)
+               **({"judge_identity": getattr(judge, "identity", None)}
+                  if judge is not None else {}),
                "labelled_suite": suite is not None, "replay_real": replay_real,
                "adapter": adapter, "canary_replay": canary, "canary_hits": canary_hits,
                "embedding": {"package": MODEL_PACKAGE, "version": package_version(),

@@ -2,6 +2,7 @@
 
     audit run RUN_DIR [--policy FILE] [--no-replay]   audit every trace, write RUN_DIR/audit/
         [--judge NAME|FILE]                            with the §4.3 counterfactual judge
+                                                       (default: the run's study.audit.judge)
     audit policy FILE                                  validate an audit policy
     audit suite build [--out DIR] [--check]            the labelled TaintBench-style suite
     audit suite run --out DIR [--runs 5] [KEY=VALUE]   roll out the suite into a run folder,
@@ -84,7 +85,8 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help="the counterfactual judge (paper 001 §4.3) for sinks no replay "
                         "probes: a judge YAML (backend, model, max_tokens, options; greedy "
                         "decoding) or a packaged name, e.g. qwen2_5_coder_0_5b_cpu (vLLM's "
-                        "CPU engine); probed before any work")
+                        "CPU engine); probed before any work. Default: the study's "
+                        "study.audit.judge, as the run's config.yaml records it")
     p.add_argument("--judge-backend", default=None,
                    help="the judge given inline instead of --judge: a backend name, e.g. "
                         "openai")
@@ -113,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_audit_out(args.run_dir, args.out, args.force)
     from containmentbench.audit.embed import Embedder
 
-    judge = judge_from_args(args)
+    judge = judge_from_args(args) or judge_of_run(args.run_dir)
     with writer.forcing(args.force):
         info = audit_study(args.run_dir, pol, Embedder(batch_size=args.batch_size),
                            replay=not args.no_replay and args.replay != "off", out=args.out,
@@ -146,6 +148,22 @@ def judge_from_args(args: argparse.Namespace) -> object | None:
         return None
     cfg = replace(cfg, options={**cfg.options, **parse_options(args.judge_option)})
     return Judge.from_config(cfg)
+
+
+def judge_of_run(run_dir: Path) -> object | None:
+    """The judge the run's study names (``study.audit.judge`` in its ``config.yaml``, as
+    composition resolved it), or None: what the pipeline's audit rule audits with."""
+    from containmentbench.audit.judge import Judge
+    from containmentbench.config.compose import read_resolved, study_judge
+
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        cfg = study_judge(read_resolved(path))
+    except BenchError as exc:
+        raise BenchError(exc.detail, file=str(path), field=exc.field) from None
+    return Judge.from_config(cfg) if cfg is not None else None
 
 
 def cmd_suite_build(args: argparse.Namespace) -> int:
@@ -181,6 +199,8 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     judge = judge_from_args(args)  # a bad judge config: one line before the roll-out
     run = roll_out(args.out, args.overrides, args.runs, args.every)
     check_audit_out(run, None)
+    # no judge flag: the study's (an override study.audit.judge=..., checked at composition)
+    judge = judge or judge_of_run(run)
     info = audit_study(run, pol, Embedder(), replay_real=True, judge=judge)
     print(f"wrote {args.out}" + (SIM_LABEL if info["simulated_agent"] else ""),
           file=sys.stderr)

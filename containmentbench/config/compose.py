@@ -236,11 +236,37 @@ def validate(cfg: Any) -> dict[str, Any]:
     a = data["analysis"]
     if not 0 < float(a["confidence"]) < 1:
         raise BenchError("must be in (0, 1)", field="analysis.confidence")
+    resolve_study_judge(data)
     from containmentbench.models.serving import resolve
 
     # last: the only check that may ask a server (the engine, its version, its template)
     resolve(data)
     return data
+
+
+def resolve_study_judge(data: dict[str, Any]) -> None:
+    """``study.audit.judge`` (schema.AuditStudyConfig) resolved in place to its settings
+    mapping (a name or path read now: the run's config records what judged, not a name whose
+    file may change); a section holding no judge is dropped, so a study without one keeps
+    its config bytes, hash and Snakemake params as before the key existed."""
+    from containmentbench.audit.judge_config import resolve_judge
+
+    audit = data["study"].get("audit")
+    if audit is None:
+        return
+    cfg = resolve_judge(audit.get("judge"), "study.audit.judge")
+    if cfg is None:
+        del data["study"]["audit"]
+    else:
+        audit["judge"] = cfg.to_dict()
+
+
+def study_judge(data: dict[str, Any]) -> Any:
+    """The study's judge settings (a JudgeConfig) from a resolved config, or None."""
+    from containmentbench.audit.judge_config import resolve_judge
+
+    return resolve_judge(((data.get("study") or {}).get("audit") or {}).get("judge"),
+                         "study.audit.judge")
 
 
 def is_sim_name(name: str) -> bool:

@@ -89,6 +89,19 @@ class AdaptiveConfig:
 
 
 @dataclass
+class AuditStudyConfig:
+    """How the study's audit rule audits (paper 001; workflow/rules/audit.smk).
+
+    ``judge``: the §4.3 counterfactual judge for sinks no replay probes: a packaged judge's
+    name (``audit/judges/``: qwen2_5_coder_0_5b_cpu), a judge YAML's path, or the mapping
+    inline ({backend, model, max_tokens, options, label}); None = no judge. Composition
+    resolves it to the mapping (audit/judge_config.py) and drops the section when it is None,
+    so the config of a study without a judge keeps its bytes."""
+
+    judge: Any = None
+
+
+@dataclass
 class StudyConfig:
     name: str = MISSING
     suite: str = MISSING
@@ -117,6 +130,7 @@ class StudyConfig:
     differ_in: list[str] = field(default_factory=list)
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    audit: AuditStudyConfig = field(default_factory=AuditStudyConfig)
 
 
 @dataclass

@@ -371,9 +371,18 @@ def _reaudit(study: Path, scratch: Path) -> set[str]:
                                      str(summary_path))
     else:
         policy = policy_from_mapping(summary["policy"], str(summary_path))
+    judge = None
+    ident = summary.get("judge_identity")
+    if ident:  # the judge that audited it, rebuilt from its recorded settings (and probed)
+        from containmentbench.audit.judge import Judge
+        from containmentbench.audit.judge_config import config_from_mapping
+
+        judge = Judge.from_config(config_from_mapping(
+            {k: v for k, v in ident.items() if k != "sha256"}, "judge_identity",
+            str(summary_path)))
     audit_study(study, policy, Embedder(), out=scratch / "audit",
                 replay_real=bool(summary.get("replay_real")),
-                canary=bool(summary.get("canary_replay")))
+                canary=bool(summary.get("canary_replay")), judge=judge)
     return {f"audit/{rel}" for rel in summary.get("wall_clock", [])}
 
 

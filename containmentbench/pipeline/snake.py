@@ -153,6 +153,7 @@ class Study:
                 repair_adapter_run(data, sh)
         self._by_id = {s.id: s for s in self.shards}
         if main_process and not dryrun:
+            probe_served_judge(self.data)
             from containmentbench.pipeline.locks import handle_stale_locks
 
             # before Snakemake takes its lock; touches .snakemake/ only, never the study
@@ -352,6 +353,18 @@ class Study:
                 (s.id, shard_key(data, s)) for s in self.shards if s.model == w.model))
         return self._plans[w.model]
 
+    def audit_judge(self) -> dict[str, str]:
+        """The audit rule's ``judge`` param: the sha256 of the study's judge identity
+        (``study.audit.judge``; audit/judge_config.py), so another judge reruns the audit
+        (the rule's command reads the judge from the run's config.yaml). Empty without a
+        judge: the rule's params are then those of a study written before the key existed,
+        and its audit is not rerun."""
+        from containmentbench.audit.judge_config import judge_identity
+        from containmentbench.config.compose import study_judge
+
+        cfg = study_judge(self.data)
+        return {} if cfg is None else {"judge": judge_identity(cfg)["sha256"]}
+
     @staticmethod
     def code(layer: str) -> str:
         """The code version of the metric or analysis layer (``pipeline/content.py``): a
@@ -428,6 +441,24 @@ class Study:
             if c.get("account"):
                 res["slurm_account"] = c["account"]
         return res
+
+
+def probe_served_judge(data: dict[str, Any]) -> None:
+    """The study's §4.3 judge asked its probe question before any job, when a server serves
+    it (backend openai: one HTTP call): unreachable or malformed is one line naming the
+    backend, exit 2, before ``onstart`` rewrites the run's config.yaml. An in-process judge
+    (vllm, hf) is probed by the audit job itself (loading its engine here would hold every
+    run's start); that job then fails the same way, its outputs untouched."""
+    from containmentbench.config.compose import study_judge
+
+    cfg = study_judge(data)
+    if cfg is not None and cfg.backend == "openai":
+        from containmentbench.audit.judge import Judge
+
+        try:
+            Judge.from_config(cfg).probe()
+        except BenchError as exc:
+            raise BenchError(exc.detail, field="study.audit.judge") from None
 
 
 def setup(config: Mapping[str, Any], main_process: bool = True, dryrun: bool = False) -> Study:

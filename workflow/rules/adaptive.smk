@@ -190,6 +190,7 @@ rule adaptive_audit:
         S.path("logs", "audit.log"),
     params:
         run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+        **S.audit_judge(),  # the study's judge (study.audit.judge): another reruns the audit
     threads: 1
     conda:
         "../envs/containmentbench.yaml"

@@ -4,6 +4,9 @@
 # <run dir>/audit/ (hashed by freeze, rebuilt by reproduce). On a labelled suite
 # (study=taintbench) it also scores both detectors against the labels: P/R/F1 per family,
 # per deciding tier, ablations, the sweep; a real backend's rollouts are replayed there too.
+# The §4.3 judge is the study's study.audit.judge: `audit run` reads it from the run's
+# config.yaml, and its identity's sha256 is a param (another judge reruns the audit; none
+# adds no param).
 rule audit:
     input:
         S.all_shard_outputs(),
@@ -15,6 +18,7 @@ rule audit:
         run_dir=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
         plan=S.plan_digest,  # every shard of the study's plan is audited
         replay="real" if S.suite == "taintbench" else "auto",
+        **S.audit_judge(),
     # one core: the audit runs beside metrics, reparse and cases rather than holding both
     # cores of a laptop run; its tables are identical at 1 and 2 BLAS threads (checked on
     # full_main)
