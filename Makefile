@@ -16,7 +16,7 @@ RUN    := results/$(STUDY)/sim-default
 
 .PHONY: run test deps lint bench help vllm-deps smollm2-deps test-vllm smoke-vllm smoke-smollm2 \
         real-deps real-cpu real-cpu-1.5b agentdojo-real serve-smoke bench-agentdojo \
-        test-real gpu-constraints-check bench-vllm bench-vllm-threads
+        test-real gpu-constraints-check bench-vllm bench-vllm-threads taintbench-real
 
 help:
 	@echo "make run   - the full_main study with the simulated agent (sim backend), scenarios to frozen tables;"
@@ -181,6 +181,31 @@ real-cpu: $(VVENV)/.real-deps
 
 real-cpu-1.5b: $(VVENV)/.real-1.5b-deps
 	$(call real_cpu_run,qwen2_5_coder_1_5b_instruct)
+
+# The causal tier on a real model (paper 001 §4.3 by replay): the labelled suite's stratified
+# subset (study=taintbench_real: 20 scenarios, seed 1) rolled out by Qwen2.5-Coder-0.5B-
+# Instruct on vLLM's CPU engine and audited by the study's audit rule with --replay real (the
+# model that made the trace, from its seed). One request at a time (backend.window=1) and no
+# prefix caching: the engine's numerics depend on the batch and on which prefix blocks came
+# from the cache, and the replay runs alone, so only a trace sampled alone and uncached is
+# reproduced. Native tool calls by default (constrained decoding made the model loop on
+# crm_lookup); the audit's sinks, replays and labelled scores are printed. Measured
+# (docs/architecture.md, "Real-model measurement of the causal tier"): the 0.5B model never
+# opened the partner page, so every sink had no source lineage and nothing was replayed.
+# Not part of .ci/run (about 25 minutes: a minute per rollout without the prefix cache).
+TB_REAL_NAME = taintbench_real$(if $(filter native,$(TOOL_MODE)),,_$(TOOL_MODE))
+TB_REAL_RUN = $(REAL_RESULTS)/$(TB_REAL_NAME)/qwen2_5_coder_0_5b_instruct
+
+taintbench-real: TOOL_MODE = native
+taintbench-real: $(VVENV)/.real-deps
+	@start=$$(date +%s); set -e; \
+	$(REAL_ENV) $(VBIN)/snakemake --cores $(CORES) --config study=taintbench_real \
+		'overrides=[study.name=$(TB_REAL_NAME),model=qwen2_5_coder_0_5b_instruct,results_dir=$(REAL_RESULTS),$(REAL_CPU_OPTS),backend.window=1,backend.options.enable_prefix_caching=false]'; \
+	$(VBIN)/containmentbench verify $(TB_REAL_RUN); \
+	echo "[Qwen2.5-Coder-0.5B-Instruct on vLLM's CPU engine, tool mode $(TOOL_MODE): not the simulated agent]"; \
+	cat $(TB_REAL_RUN)/audit/tables/audit_gap.md $(TB_REAL_RUN)/audit/tables/taintbench_headline.md; \
+	$(VBIN)/python -c "import json,sys; s=json.load(open(sys.argv[1])); print({k: s[k] for k in ('rollouts', 'sinks', 'replays', 'causal_sources', 'audited')})" $(TB_REAL_RUN)/audit/summary.json; \
+	echo "wall time of the run (engine loads, rollouts, audit with replays, analysis, freeze): $$(( $$(date +%s) - start )) s"
 
 # AgentDojo's banking suite with Qwen2.5-Coder-0.5B served by the engine in the job: every
 # request carries our decoding and a per-request seed; adapter/parity.json compares the

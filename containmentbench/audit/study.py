@@ -263,7 +263,9 @@ def audit_study(run_dir: str | Path, policy: AuditPolicy, emb: Any, replay: bool
     questions = []
     for row, evs, sinks, graph, orig in per:
         u0 = time.perf_counter()
-        rep = replayer_for(row) if replayer_for and sinks else None
+        # a replayer only where a sink has a source lineage to probe: a real backend's
+        # replayer loads the model (tens of seconds), for nothing on sinks without lineage
+        rep = replayer_for(row) if replayer_for and any(s.pairs for s in sinks) else None
         if canary and rep is not None:  # Tier 1 live: the instrumented replay (canary.py)
             canary_hits += _canary(rep, sinks, orig, sorted(graph["sources"]))
         probe_sinks(sinks, rep, orig, th, everything=everything)

@@ -222,6 +222,70 @@ def test_sim_replay_is_labelled_an_oracle_and_kept_apart(tmp_path, bag) -> None:
     assert f"(+{len(by_replay)} by the simulated agent's oracle replay" in log.getvalue()
 
 
+class NotReproducing:
+    """A real backend (by name) whose seeded replay does not reproduce the trace: vLLM's
+    CPU engine sampled the trace in a batch of other rollouts, and its numerics depend on
+    the batch (measured: docs/architecture.md, real-model measurement). It answers nothing
+    the parser accepts, so the baseline replay commits no sink."""
+
+    name = "vllm"
+    seed_supported = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, reqs):
+        self.calls += len(reqs)
+        return [Completion("") for _ in reqs]
+
+
+def test_a_real_replay_that_does_not_reproduce_leaves_the_sink_not_probed(
+        tmp_path, bag, monkeypatch) -> None:
+    """--replay real on a backend whose baseline replay differs from the trace: no causal
+    verdict from the replay (not probed, never "no cause"), the judge still asked; and
+    rollouts without a sink that has source lineage build no replayer (no model load)."""
+    from containmentbench.audit.study import StudyReplay
+
+    run = _implicit_run(tmp_path, config=True)
+    clean = run / "traces" / "m" / "none" / "seed=1" / "clean" / "shard-000"
+    assert main(["rollout", "--suite", "taintbench", "--stage", "clean", "--scenarios",
+                 "tb-shared_clean-000", "--defense", "none", "--seed", "1", "--study", "t",
+                 "--sim-profile", "always_follow", "--out", str(clean), "--quiet"]) == 0
+    backend, built = NotReproducing(), []
+    real_call = StudyReplay.__call__
+
+    def call(self, row):
+        built.append(row["scenario_id"])
+        return real_call(self, row)
+
+    monkeypatch.setattr(StudyReplay, "_backend", lambda self, row: backend)
+    monkeypatch.setattr(StudyReplay, "__call__", call)
+    info = audit_study(run, load_audit_policy(), bag, replay_real=True, log=io.StringIO())
+    sinks = pq.read_table(run / "audit" / "sinks.parquet").to_pylist()
+    # the labelled suite probes every lineage: each such sink had its baseline replay
+    lineage = [s for s in sinks if s["lineages"]]
+    assert lineage and backend.calls > 0
+    assert all(s["causal"] == "no_lineage" for s in sinks if not s["lineages"])
+    assert sorted(built) == [f"tb-implicit_control-{i:03d}" for i in range(3)]
+    # one baseline replay per rollout, no probe after it
+    assert info["replays"] == 3 and info["replay_real"]
+    assert all(s["replay_ok"] is False and not s["probed"] and s["causal_source"] == "none"
+               for s in lineage)
+    undecided = [s for s in lineage if s["tier"] is None]  # implicit: nothing explicit
+    assert undecided and all(s["causal"] == "not_probed" and not s["audited"]
+                             for s in undecided)
+    assert set(info["causal_sources"]) == {"none"}
+    # with the judge: it answers for the sinks the replay could not probe
+    fake = FakeBackend('{"would_call_anyway": false, "confidence": 0.6}')
+    info = audit_study(run, load_audit_policy(), bag, replay_real=True, judge=Judge(fake),
+                       log=io.StringIO())
+    sinks = pq.read_table(run / "audit" / "sinks.parquet").to_pylist()
+    lineage = [s for s in sinks if s["lineages"]]
+    assert all(s["replay_ok"] is False and s["causal_source"] == "judge" for s in lineage)
+    assert {s["causal"] for s in lineage if s["tier"] is None} <= {"probed_no_cause"}
+    assert any(s["tier"] == "judge" and s["causal"] == "cause" for s in lineage)
+
+
 def test_replay_kind_follows_the_backend() -> None:
     from containmentbench.audit.replay import Replayer
 
