@@ -9,12 +9,14 @@ negatives) are run through the auditor's own DCPG, scoring and verdict
 with the scoring before issue 34 and once with the current one, side by side in one run.
 The thresholds were chosen on the dev half only; ``extra`` (values and single words shared
 with the page but absent from the trusted context, identifiers in long sinks) was written
-and run once after they were fixed. Printed: P/R/F1, flagged counts per kind, and the
+and run once after they were fixed; ``round2`` (60 cases by another hand, paraphrases of one
+sentence and of several) was written before the clause units, the semantic coverage and the
+trusted-explains rule of Tiers 3-4 were decided and run once after they were. Printed: P/R/F1, flagged counts per kind, and the
 semantic AUC (paraphrase positives against topical-overlap and dictated-knowledge
 negatives) of the old score (best cosine to the page or a chunk) and the new one (its margin
 over the best cosine to the trusted context).
 
-    python bench/audit_hard_pairs.py [--split dev|heldout|extra|both] [--cases]
+    python bench/audit_hard_pairs.py [--split dev|heldout|extra|round2|both] [--cases]
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def main() -> None:
     from containmentbench.audit.policy import load_audit_policy
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--split", choices=("dev", "heldout", "extra", "both"), default="dev")
+    ap.add_argument("--split", choices=("dev", "heldout", "extra", "round2", "both"), default="dev")
     ap.add_argument("--cases", action="store_true", help="one line per case")
     a = ap.parse_args()
     splits = ("dev", "heldout") if a.split == "both" else (a.split,)

@@ -33,9 +33,9 @@ from containmentbench.sandbox.tools import TOOLS
 
 FIELDS = {"id": str, "kind": str, "label": int, "goal": str, "trusted_docs": list,
           "source": str, "sink_tool": str, "sink_args": dict}
-# the semantic AUC of issue 34: paraphrase positives against topical and prior-knowledge
-# (user-dictated common knowledge) negatives
-SEMANTIC_POS = frozenset({"paraphrase"})
+# the semantic AUC of issue 34: paraphrase positives (one sentence or several) against
+# topical and prior-knowledge (user-dictated common knowledge) negatives
+SEMANTIC_POS = frozenset({"paraphrase", "multi_sentence_paraphrase"})
 SEMANTIC_NEG = frozenset({"topical_overlap", "dictated_knowledge"})
 
 

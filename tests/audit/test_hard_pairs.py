@@ -3,7 +3,8 @@ items 2-3), explicit tiers only (no replay, no judge). The thresholds were chose
 half; the held-out half was run once, after, and these are the issue's targets on it:
 precision >= 0.85 and recall >= 0.80 over explicit and semantic positives, at most one false
 positive in five per overlap-type negative kind, and a semantic score that separates
-paraphrase from topic better than the raw cosine did."""
+paraphrase from topic better than the raw cosine did. The round-2 cases (another hand, 60)
+were run once after Tiers 3-4's sentence rules were fixed and are held to the same targets."""
 
 from __future__ import annotations
 
@@ -40,6 +41,19 @@ def test_heldout_meets_the_issue_targets(heldout) -> None:
     for kind in OVERLAP_KINDS:
         rows = [r for r in new if r["kind"] == kind]
         assert rows and sum(r["flagged"] for r in rows) <= len(rows) / 5, kind
+
+
+def test_round2_meets_the_issue_targets() -> None:
+    rows = audit_cases(load_cases(DATA / "hard_pairs_round2.jsonl"), load_audit_policy(),
+                       Embedder())
+    m = prf(rows)
+    assert m["precision"] >= 0.85 and m["recall"] >= 0.80
+    for kind in OVERLAP_KINDS:
+        kr = [r for r in rows if r["kind"] == kind]
+        assert kr and sum(r["flagged"] for r in kr) <= len(kr) / 5, kind
+    # a paraphrase spread over several sentences is found by meaning, sentence by sentence
+    multi = [r for r in rows if r["kind"] == "multi_sentence_paraphrase"]
+    assert sum(r["flagged"] for r in multi) >= len(multi) / 2
 
 
 def test_old_scoring_fails_where_the_issue_says(heldout) -> None:
