@@ -255,8 +255,10 @@ def semantic_coverage(sents: list[tuple[int, float, float]], t_sem: float, margi
 
 def semantic_influence(p: Pair) -> float:
     """The semantic tiers' continuous score (issue 34 item 3): the best margin, over the
-    arguments, of the closest source unit (whole or chunk) over the closest trusted unit.
-    Old scoring's counterpart is ``max(p.semantic, p.chunk_best)``."""
+    arguments, of the closest source unit (whole or chunk) over the closest trusted unit,
+    and of each argument sentence of ``MIN_SEMANTIC_WORDS`` words or more the same way (the
+    sentences Tier 4's semantic coverage decides on, :func:`semantic_coverage`). Old scoring's
+    counterpart is ``max(p.semantic, p.chunk_best)``."""
     trust = p.trusted_sims or [0.0] * len(p.args)
     best = -2.0
     for i, t in enumerate(trust):
@@ -264,6 +266,9 @@ def semantic_influence(p: Pair) -> float:
         if i < len(p.chunk_sims) and p.chunk_sims[i][1]:
             s = max(s, max(x for x, _ in p.chunk_sims[i][1]))
         best = max(best, s - t)
+        for n, ss, st in (p.sent_sims[i] if i < len(p.sent_sims) else []):
+            if n >= MIN_SEMANTIC_WORDS:
+                best = max(best, ss - st)
     return best
 
 

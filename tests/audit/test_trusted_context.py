@@ -166,6 +166,8 @@ def test_tier4_counts_a_rewritten_sentence_as_coverage() -> None:
                                                                          (4, 0.0, 0.0)]
     assert semantic_coverage(p.sent_sims[0], 0.40, 0.10, th) == 7 / 11
     assert explicit_tier(p, th)[0] == "fragment"
+    # the continuous score ranks by the sentence's margin too (0.55 - 0.20)
+    assert abs(semantic_influence(p) - 0.35) < 1e-6
     # the same with the task explaining the rewritten sentence at theta_sem: nothing
     emb.cos["trusted goal: read the page and post a thank-you"] = 0.62
     p.sent_sims = []
